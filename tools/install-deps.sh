@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages skiff needs to build and test. Idempotent and quiet when
+# nothing is missing: it asks dpkg first and only calls apt-get for what is absent.
+#   tools/install-deps.sh            build + unit test dependencies
+#   tools/install-deps.sh --all      also the real Kafka clients and tools integration tests use
+set -euo pipefail
+
+build_pkgs=(
+  meson ninja-build pkg-config g++ clang-14 libclang-rt-14-dev
+  liburing-dev libcurl4-openssl-dev libssl-dev libfmt-dev nlohmann-json3-dev
+  catch2 libpugixml-dev ca-certificates
+)
+test_pkgs=(
+  kcat python3-confluent-kafka
+  curl procps
+)
+
+want=("${build_pkgs[@]}")
+if [[ "${1:-}" == "--all" ]]; then
+  want+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
