@@ -44,6 +44,10 @@ public:
     template <typename G>
     result(failure<G> f) : _v(std::in_place_index<1>, std::move(f.error)) {} // NOLINT
 
+    // The error converts implicitly where it cannot be mistaken for a value.
+    result(const E& e) requires(!std::is_constructible_v<T, const E&>) // NOLINT
+        : _v(std::in_place_index<1>, e) {}
+
     // An error_code enum (e.g. runtime::errc) converts straight into the error.
     template <typename Enum, typename = std::enable_if_t<std::is_error_code_enum_v<Enum> &&
                                                          std::is_same_v<E, std::error_code>>>
@@ -95,6 +99,7 @@ public:
     result() = default;
     template <typename G>
     result(failure<G> f) : _err(std::move(f.error)), _ok(false) {} // NOLINT
+    result(const E& e) : _err(e), _ok(false) {} // NOLINT
     template <typename Enum, typename = std::enable_if_t<std::is_error_code_enum_v<Enum> &&
                                                          std::is_same_v<E, std::error_code>>>
     result(Enum e) : _err(make_error_code(e)), _ok(false) {} // NOLINT
