@@ -66,8 +66,10 @@ private:
 struct reactor_config {
     unsigned sq_entries = 256;
     // Operations in flight are capped at the CQ size so the CQ can never overflow; the rest
-    // wait in a parking queue until completions free room.
-    unsigned cq_entries = 1024;
+    // wait in a parking queue until completions free room. Long-lived operations (a recv on
+    // an idle connection, an accept, curl's polls) count too, so size this well above the
+    // number of connections a core serves: a parked op cannot run until another completes.
+    unsigned cq_entries = 16384;
     std::shared_ptr<clock> clk; // null: steady clock
 };
 

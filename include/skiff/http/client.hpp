@@ -1,0 +1,97 @@
+// HTTP client: libcurl multi driven by this core's reactor.
+//
+// One client (one CURLM) per core. curl's socket callback records which fds and directions
+// curl wants; the reactor arms one-shot io_uring POLL_ADDs for them; curl's timer callback
+// moves a single reactor timer. Completions resume the awaiting coroutine. No thread pool,
+// no blocking call, and libcurl is never called from inside its own callbacks. Keep-alive
+// connections are pooled by the multi handle and reused across requests.
+//
+// Use a client only on the reactor thread that created it.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/runtime/task.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace skiff::http {
+
+using header_list = std::vector<std::pair<std::string, std::string>>;
+
+struct request {
+    std::string method = "GET"; // GET, PUT, HEAD, DELETE, POST
+    std::string url;            // fully encoded; sent as is
+    header_list headers;        // sent in this order, exactly as given
+    // Request body. The caller keeps the bytes alive until the request completes.
+    std::span<const char> body;
+    // Whole-request deadline (connect + send + wait + receive). Every request has one.
+    std::chrono::milliseconds timeout{30000};
+    std::chrono::milliseconds connect_timeout{5000};
+};
+
+struct response {
+    int status = 0;
+    header_list headers; // names lowercased, in arrival order
+    std::string body;
+
+    // First header with this (lowercase) name, if any.
+    const std::string* header(std::string_view lower_name) const noexcept;
+};
+
+// A transfer that produced no HTTP response (or was cut short). curl_code is the CURLcode;
+// `cancelled` is set when the caller's stop_token fired — never reported as success.
+struct transport_error {
+    int curl_code = 0;
+    std::string message; // curl's explanation, no credentials
+    bool cancelled = false;
+    bool timed_out = false;
+};
+
+struct client_config {
+    // Pooled keep-alive connections kept per host.
+    long max_host_connections = 0;     // 0: unlimited
+    long max_total_connections = 0;    // 0: unlimited
+    long max_connects_cache = 64;
+    std::string ca_file;               // empty: the system CA store
+    bool verify_peer = true;
+};
+
+struct client_stats {
+    std::uint64_t requests = 0;
+    std::uint64_t connections_opened = 0; // new TCP connections (not reused)
+    std::uint64_t transport_errors = 0;
+    std::uint64_t cancelled = 0;
+    std::size_t in_flight = 0;
+};
+
+class client {
+public:
+    // Must be called on a reactor thread; the client belongs to that reactor.
+    explicit client(client_config cfg = {});
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    // Sends one request and returns its response (any status) or a transport error.
+    // Cancellable through `st`: the transfer is removed from the multi handle and the
+    // result is transport_error{cancelled=true}.
+    runtime::task<result<response, transport_error>> send(request req, std::stop_token st = {});
+
+    const client_stats& stats() const noexcept;
+
+    class impl;
+
+private:
+    std::unique_ptr<impl> _impl;
+};
+
+} // namespace skiff::http
