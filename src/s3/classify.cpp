@@ -101,8 +101,9 @@ std::string sanitize(std::string_view s, std::size_t limit = 200) {
     for (std::size_t i = 0; i < s.size() && out.size() < limit; ++i) {
         const auto u = static_cast<unsigned char>(s[i]);
         if (s.compare(i, 3, "://") == 0) {
-            // Drop "user:pass@" after a scheme.
-            const auto end = s.find_first_of("/?# \t", i + 3);
+            // Drop "user:pass@" after a scheme; a password may hold a raw '/', so only
+            // whitespace ends the search.
+            const auto end = s.find_first_of(" \t", i + 3);
             const auto at = s.find('@', i + 3);
             out += "://";
             i += 2;
@@ -281,7 +282,8 @@ verdict by_status(int status, std::string_view method, std::string_view target,
     if (b && !b->code.empty()) {
         what = fmt::format("{}, HTTP {}", printable(b->code, 64), status);
     } else if (body_empty) {
-        what = fmt::format("HTTP {}, no error body{}", status, head ? " as for any HEAD" : "");
+        what = head ? fmt::format("HTTP {} on HEAD, no body", status)
+                    : fmt::format("HTTP {}, no error body", status);
     } else if (!b) {
         what = fmt::format("HTTP {}, body is not an S3 error document", status);
     } else {
@@ -388,9 +390,11 @@ endpoint_parts split_endpoint(std::string_view endpoint) {
         scheme = endpoint.substr(0, p);
         endpoint.remove_prefix(p + 3);
     }
-    endpoint = endpoint.substr(0, endpoint.find_first_of("/?#"));
-    // Never let "user:secret@" reach a message.
+    // Never let "user:secret@" reach a message. The userinfo goes first: a password may hold
+    // a raw '/', which would otherwise pass for the start of the path.
+    endpoint = endpoint.substr(0, endpoint.find_first_of("?#"));
     if (const auto at = endpoint.rfind('@'); at != std::string_view::npos) endpoint.remove_prefix(at + 1);
+    endpoint = endpoint.substr(0, endpoint.find('/'));
 
     std::string_view host = endpoint;
     bool has_port = false;

@@ -94,6 +94,13 @@ std::optional<bool> parse_bool(std::string_view s) {
     return std::nullopt;
 }
 
+bool has_element_sibling(const pugi::xml_node& node) {
+    for (pugi::xml_node n = node.next_sibling(); n; n = n.next_sibling()) {
+        if (n.type() == pugi::node_element) return true;
+    }
+    return false;
+}
+
 bool load(pugi::xml_document& doc, std::string_view body) {
     const auto res = doc.load_buffer(body.data(), body.size(), parse_options, pugi::encoding_utf8);
     return static_cast<bool>(res);
@@ -118,6 +125,10 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
         }
     }
     const pugi::xml_node root = doc.document_element();
+    // pugixml accepts several top-level elements; XML does not, and neither do we.
+    if (has_element_sibling(root)) {
+        return failure{bad_response("ListObjectsV2 response is not valid XML (more than one root element)")};
+    }
     if (std::string_view(root.name()) != "ListBucketResult") {
         return failure{bad_response(fmt::format(
             "ListObjectsV2 response has root element <{}>, expected <ListBucketResult>",

@@ -13,6 +13,7 @@
 #include <skiff/runtime/task.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -63,6 +64,11 @@ struct client_config {
     long max_connects_cache = 64;
     std::string ca_file;               // empty: the system CA store
     bool verify_peer = true;
+    // A response body larger than this fails the request (transport_error with curl_code
+    // CURLE_FILESIZE_EXCEEDED) instead of growing memory without bound on a hostile or broken
+    // server: rejected at the header when Content-Length announces more, otherwise as soon
+    // as the received bytes pass it. HEAD responses are not limited (they carry no body).
+    std::size_t max_response_bytes = std::size_t{256} << 20;
 };
 
 struct client_stats {
@@ -73,6 +79,11 @@ struct client_stats {
     std::size_t in_flight = 0;
 };
 
+// Lifetime contract: destroy a client on its reactor thread, while that reactor still exists,
+// and only after every send() has finished (or was cancelled and has resumed). Debug builds
+// abort when requests are still in flight; release builds log an error and resolve them as
+// cancelled. Polls the ring still holds for the client's sockets are cancelled and outlive
+// it until their completions arrive.
 class client {
 public:
     // Must be called on a reactor thread; the client belongs to that reactor.
@@ -84,6 +95,11 @@ public:
     // Sends one request and returns its response (any status) or a transport error.
     // Cancellable through `st`: the transfer is removed from the multi handle and the
     // result is transport_error{cancelled=true}.
+    // `st` must be signalled on this reactor's thread (as for every runtime operation). A
+    // token already stopped returns cancelled without touching the network. A timeout gives
+    // transport_error{timed_out=true, curl_code=CURLE_OPERATION_TIMEDOUT}. Requests with a body
+    // other than POST stream it through curl's read callback without copying; curl's
+    // automatic "Expect: 100-continue" is suppressed unless the caller passes an Expect header.
     runtime::task<result<response, transport_error>> send(request req, std::stop_token st = {});
 
     const client_stats& stats() const noexcept;
@@ -93,5 +109,11 @@ public:
 private:
     std::unique_ptr<impl> _impl;
 };
+
+namespace detail {
+// For tests: poll states on this thread whose client is gone and whose completion the ring
+// has not delivered yet (they free themselves when it arrives).
+std::size_t orphaned_sockets() noexcept;
+} // namespace detail
 
 } // namespace skiff::http

@@ -15,7 +15,7 @@ using namespace std::chrono_literals;
 
 namespace {
 task<void> background(int* counter, duration d) {
-    co_await sleep(d);
+    (void)co_await sleep(d);
     ++*counter;
 }
 task<void> until_stopped(std::stop_token st, bool* stopped) {
@@ -23,7 +23,7 @@ task<void> until_stopped(std::stop_token st, bool* stopped) {
     *stopped = !r.has_value();
 }
 task<void> explode() {
-    co_await sleep(1ms);
+    (void)co_await sleep(1ms);
     throw std::runtime_error("background failure");
 }
 } // namespace
@@ -84,7 +84,7 @@ TEST_CASE("holders keep the gate open until released; close is idempotent", "[ru
         auto h = g.enter();
         REQUIRE(h.has_value());
         auto release_later = [](gate::holder hh) -> task<void> {
-            co_await sleep(5ms);
+            (void)co_await sleep(5ms);
             hh.release();
         };
         auto closer = [](gate* gg) -> task<void> { co_await gg->close(); };

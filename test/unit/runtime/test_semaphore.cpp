@@ -20,7 +20,7 @@ task<void> worker(semaphore* s, int* active, int* peak, std::vector<int>* order,
     ++*active;
     if (*active > *peak) *peak = *active;
     order->push_back(id);
-    co_await sleep(2ms);
+    (void)co_await sleep(2ms);
     --*active;
 }
 task<int> acquire_result(semaphore* s, std::stop_token st, semaphore::priority p, std::vector<int>* order, int id) {
@@ -73,9 +73,9 @@ TEST_CASE("cancelling a waiter resolves cancelled and lets the next one through"
         std::stop_source first;
         std::vector<int> order;
         auto canceller = [](std::stop_source* src, std::optional<semaphore::units>* h) -> task<int> {
-            co_await sleep(1ms);
+            (void)co_await sleep(1ms);
             src->request_stop();
-            co_await sleep(1ms);
+            (void)co_await sleep(1ms);
             h->reset(); // give the unit back: waiter 2 must get it, not the cancelled one
             co_return 0;
         };
@@ -96,7 +96,7 @@ TEST_CASE("broken semaphore fails current and future waiters", "[runtime][semaph
         semaphore s(0);
         std::vector<int> order;
         auto breaker = [](semaphore* sp) -> task<int> {
-            co_await sleep(1ms);
+            (void)co_await sleep(1ms);
             sp->broken();
             co_return 0;
         };
@@ -117,7 +117,7 @@ TEST_CASE("high priority waiters go ahead of normal ones", "[runtime][semaphore]
         auto held = s.try_acquire(1);
         std::vector<int> order;
         auto release = [](std::optional<semaphore::units>* h) -> task<int> {
-            co_await sleep(1ms);
+            (void)co_await sleep(1ms);
             h->reset();
             co_return 0;
         };

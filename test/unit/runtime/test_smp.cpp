@@ -60,7 +60,7 @@ TEST_CASE("submit_to awaits a remote task and carries exceptions back", "[runtim
     (*s)->run([&](unsigned core) -> task<void> {
         if (core != 0) co_return;
         got = co_await submit_to(1, []() -> task<int> {
-            co_await sleep(2ms);
+            (void)co_await sleep(2ms);
             co_return static_cast<int>(reactor::local().core_id()) + 100;
         });
         try {

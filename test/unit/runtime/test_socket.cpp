@@ -97,7 +97,7 @@ TEST_CASE("a pending accept and recv are cancelled by their stop tokens", "[runt
         REQUIRE(l.has_value());
         std::stop_source src;
         auto stopper = [](std::stop_source* s) -> task<void> {
-            co_await sleep(5ms);
+            (void)co_await sleep(5ms);
             s->request_stop();
         };
         auto [acc, _] = co_await when_all(l->accept(src.get_token()), stopper(&src));
@@ -143,7 +143,7 @@ TEST_CASE("operations beyond the CQ budget are parked, then all complete", "[run
             co_return n.has_value() ? *n : 0;
         };
         auto writer = [](std::vector<tcp_stream>* cs) -> task<std::size_t> {
-            co_await sleep(5ms);
+            (void)co_await sleep(5ms);
             CHECK(reactor::local().ops_parked() > 0);
             // Plain writes, not ring ops: a ring write would itself be parked behind the
             // reads it is meant to wake (the cap counts long-lived ops; see reactor_config).

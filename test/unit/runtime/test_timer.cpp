@@ -24,7 +24,7 @@ task<std::vector<int>> sleepers_in_order(std::shared_ptr<manual_clock> clk) {
     auto driver = [](std::shared_ptr<manual_clock> c) -> task<void> {
         // Let the sleepers arm, then move time in steps.
         for (int i = 0; i < 5; ++i) {
-            co_await sleep(0ms);
+            (void)co_await sleep(0ms);
             c->advance(10ms);
         }
     };
@@ -87,7 +87,7 @@ TEST_CASE("sleep cancelled by a stop_token reports cancelled, not success", "[ru
         std::stop_source src;
         auto sleeper = [](std::stop_token st) -> task<result<void>> { co_return co_await sleep(10s, st); };
         auto stopper = [](std::stop_source* s) -> task<void> {
-            co_await sleep(1ms);
+            (void)co_await sleep(1ms);
             s->request_stop();
         };
         auto start = reactor::local().now();
@@ -119,7 +119,7 @@ TEST_CASE("with_timeout turns a cancelled operation into timed_out", "[runtime][
         auto slow = [](std::stop_token st) -> task<result<void>> { co_return co_await sleep(1h, st); };
         auto fast = [](std::stop_token st) -> task<result<void>> { co_return co_await sleep(1ms, st); };
         auto advance = [](std::shared_ptr<manual_clock> c2) -> task<void> {
-            co_await sleep(0ms);
+            (void)co_await sleep(0ms);
             c2->advance(100ms);
         };
         auto [a, _] = co_await when_all(with_timeout(50ms, slow), advance(c));
@@ -153,15 +153,15 @@ TEST_CASE("callback timer can be re-armed and cancelled", "[runtime][timer]") {
         tm.arm_after(10ms);
         tm.arm_after(30ms); // re-arm replaces the first deadline
         c->advance(20ms);
-        co_await sleep(0ms);
+        (void)co_await sleep(0ms);
         CHECK(fired == 0);
         c->advance(20ms);
-        co_await sleep(0ms);
+        (void)co_await sleep(0ms);
         CHECK(fired == 1);
         tm.arm_after(10ms);
         tm.cancel();
         c->advance(20ms);
-        co_await sleep(0ms);
+        (void)co_await sleep(0ms);
         co_return fired;
     };
     CHECK(r->run_until_complete(t(clk)) == 1);

@@ -15,16 +15,16 @@ using namespace std::chrono_literals;
 
 namespace {
 task<int> value_after(duration d, int v) {
-    co_await sleep(d);
+    (void)co_await sleep(d);
     co_return v;
 }
 task<int> immediate(int v) { co_return v; }
 task<void> fail_after(duration d) {
-    co_await sleep(d);
+    (void)co_await sleep(d);
     throw std::runtime_error("child failed");
 }
 task<void> mark_after(duration d, bool* flag) {
-    co_await sleep(d);
+    (void)co_await sleep(d);
     *flag = true;
 }
 } // namespace

@@ -1,0 +1,147 @@
+// S3 client: one request per operation attempt, signed with SigV4, sent through this core's
+// http::client, classified at the boundary, and retried with full-jitter backoff under the
+// operation's deadline.
+//
+// Layers (Redpanda's split): sigv4/uri sign and address (pure); this client makes requests and
+// classifies outcomes; the storage engine above decides what to retry at the domain level.
+//
+// A client belongs to the reactor (core) that created it. Every operation takes a
+// stop_token; a cancelled operation resolves errc::cancelled, never success.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/http/client.hpp>
+#include <skiff/runtime/task.hpp>
+#include <skiff/s3/backoff.hpp>
+#include <skiff/s3/credentials.hpp>
+#include <skiff/s3/error.hpp>
+#include <skiff/s3/uri.hpp>
+#include <skiff/s3/xml.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+namespace skiff::s3 {
+
+struct client_config {
+    // "http://127.0.0.1:9000"; empty: https://s3.<region>.amazonaws.com
+    std::string endpoint;
+    std::string region = "us-east-1";
+    bool path_style = false; // true for MinIO, moto and most local servers
+    credentials creds;
+    // Send UNSIGNED-PAYLOAD instead of hashing the body (sensible only over https).
+    bool unsigned_payload = false;
+    retry_policy retry{};
+    std::chrono::milliseconds attempt_timeout{30000};     // one HTTP request
+    std::chrono::milliseconds operation_deadline{120000}; // all attempts of one operation
+    http::client_config http{};
+    // Wall clock for SigV4 dates; injectable for tests.
+    std::function<std::chrono::system_clock::time_point()> wall_clock;
+    std::uint64_t backoff_seed = 0; // 0: random
+};
+
+// Byte range for GET. first..last inclusive; from(first) to the end; suffix(n): last n bytes.
+struct byte_range {
+    enum class kind : std::uint8_t { bounded, from, suffix } k = kind::bounded;
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    std::uint64_t suffix_length = 0;
+
+    static byte_range between(std::uint64_t first, std::uint64_t last) { return {kind::bounded, first, last, 0}; }
+    static byte_range starting_at(std::uint64_t first) { return {kind::from, first, 0, 0}; }
+    static byte_range suffix(std::uint64_t n) { return {kind::suffix, 0, 0, n}; }
+    std::string header_value() const; // "bytes=0-9", "bytes=5-", "bytes=-4"
+};
+
+struct put_options {
+    bool if_none_match = false;           // If-None-Match: * (fails precondition_failed if the key exists)
+    std::optional<std::uint32_t> crc32c;  // sent as x-amz-checksum-crc32c (base64 of big-endian value)
+    std::string content_type;
+};
+
+struct put_result {
+    std::string etag;
+};
+
+struct object_meta {
+    std::uint64_t size = 0;
+    std::string etag;
+    std::string last_modified;
+};
+
+struct get_result {
+    std::string body;
+    std::uint64_t object_size = 0; // whole object (from Content-Range when ranged)
+    std::string etag;
+};
+
+struct list_request {
+    std::string prefix;
+    std::string start_after;
+    std::string continuation_token;
+    int max_keys = 1000;
+};
+
+enum class op_kind : std::uint8_t { put, get, head, del, list, count_ };
+
+struct op_stats {
+    std::uint64_t operations = 0;
+    std::uint64_t requests = 0;   // attempts sent
+    std::uint64_t retries = 0;
+    std::uint64_t failures = 0;   // operations that ended in an error
+    std::uint64_t bytes_sent = 0;
+    std::uint64_t bytes_received = 0;
+};
+
+struct client_stats {
+    std::array<op_stats, static_cast<std::size_t>(op_kind::count_)> by_op{};
+    // Final errors by class, indexed by errc value.
+    std::array<std::uint64_t, 16> errors_by_class{};
+    const op_stats& of(op_kind k) const { return by_op[static_cast<std::size_t>(k)]; }
+};
+
+class client {
+public:
+    // Fails with a sentence when the endpoint is malformed or credentials are incomplete.
+    static result<std::unique_ptr<client>, std::string> create(client_config cfg);
+    ~client();
+
+    runtime::task<result<put_result, error>> put_object(std::string_view bucket, std::string_view key,
+                                                        std::span<const char> body, put_options opts = {},
+                                                        std::stop_token st = {});
+    runtime::task<result<get_result, error>> get_object(std::string_view bucket, std::string_view key,
+                                                        std::optional<byte_range> range = std::nullopt,
+                                                        std::stop_token st = {});
+    runtime::task<result<object_meta, error>> head_object(std::string_view bucket, std::string_view key,
+                                                          std::stop_token st = {});
+    // Deleting a missing key succeeds (S3 semantics).
+    runtime::task<result<void, error>> delete_object(std::string_view bucket, std::string_view key,
+                                                     std::stop_token st = {});
+    runtime::task<result<list_page, error>> list_objects_v2(std::string_view bucket, list_request req,
+                                                            std::stop_token st = {});
+
+    const client_stats& stats() const noexcept { return _stats; }
+    const client_config& config() const noexcept { return _cfg; }
+    const endpoint& resolved_endpoint() const noexcept { return _ep; }
+
+private:
+    struct attempt_spec;
+    client(client_config cfg, endpoint ep);
+    runtime::task<result<http::response, error>> execute(op_kind kind, const attempt_spec& spec,
+                                                         std::stop_token st);
+
+    client_config _cfg;
+    endpoint _ep;
+    std::unique_ptr<http::client> _http;
+    backoff _backoff;
+    client_stats _stats;
+};
+
+} // namespace skiff::s3
