@@ -210,8 +210,8 @@ std::optional<verdict> by_s3_code(const s3_error_body& b, int status, std::strin
     }
     if (c == "AccessDenied") {
         return verdict{errc::access_denied,
-                       fmt::format("access denied (AccessDenied): the credentials are not allowed "
-                                   "this {} request; check the bucket policy and IAM permissions",
+                       fmt::format("access denied (AccessDenied): the credentials may not make this {} "
+                                   "request; check the bucket policy and IAM permissions",
                                    printable(method, 16))};
     }
     if (c == "InvalidAccessKeyId") {

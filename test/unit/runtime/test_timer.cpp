@@ -57,10 +57,10 @@ TEST_CASE("a manual-clock sleep does not finish until time is advanced", "[runti
             *d2 = true;
         };
         auto check = [](bool* d2, std::shared_ptr<manual_clock> c2) -> task<void> {
-            for (int i = 0; i < 10; ++i) co_await sleep(0ms); // many loop turns
+            for (int i = 0; i < 10; ++i) (void)co_await sleep(0ms); // many loop turns
             CHECK_FALSE(*d2);
             c2->advance(999ms);
-            for (int i = 0; i < 10; ++i) co_await sleep(0ms);
+            for (int i = 0; i < 10; ++i) (void)co_await sleep(0ms);
             CHECK_FALSE(*d2);
             c2->advance(1ms);
         };
