@@ -1,1 +1,273 @@
-// placeholder
+#include <skiff/core/base64.hpp>
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/reactor.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/s3/classify.hpp>
+#include <skiff/s3/client.hpp>
+#include <skiff/s3/sigv4.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+namespace skiff::s3 {
+
+namespace {
+
+bool is_success(int status) { return status >= 200 && status < 300; }
+
+error make_error(errc code, std::string message) {
+    error e;
+    e.code = code;
+    e.message = std::move(message);
+    return e;
+}
+
+std::optional<std::uint64_t> parse_u64(std::string_view s) {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
+    return v;
+}
+
+backoff_time_point to_backoff(runtime::time_point t) { return backoff_time_point(t.time_since_epoch()); }
+
+} // namespace
+
+std::string byte_range::header_value() const {
+    switch (k) {
+    case kind::bounded: return fmt::format("bytes={}-{}", first, last);
+    case kind::from: return fmt::format("bytes={}-", first);
+    case kind::suffix: return fmt::format("bytes=-{}", suffix_length);
+    }
+    return {};
+}
+
+// What one operation sends on every attempt. The payload hash is computed once: retries
+// re-sign (fresh x-amz-date) but never re-hash the body.
+struct client::attempt_spec {
+    std::string method;
+    std::string_view bucket;
+    std::string_view key;
+    query_params query;
+    std::vector<header> headers;
+    std::span<const char> body;
+    std::string payload_hash;
+};
+
+result<std::unique_ptr<client>, std::string> client::create(client_config cfg) {
+    if (cfg.region.empty()) return failure{std::string("no S3 region configured (set --s3-region or AWS_REGION)")};
+    std::string ep_text = cfg.endpoint.empty() ? fmt::format("https://s3.{}.amazonaws.com", cfg.region) : cfg.endpoint;
+    auto ep = parse_endpoint(ep_text);
+    if (!ep) return failure{ep.error()};
+    if (!cfg.creds.complete()) {
+        return failure{std::string(
+            "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a ~/.aws/credentials profile")};
+    }
+    if (cfg.retry.max_attempts < 1) cfg.retry.max_attempts = 1;
+    if (!cfg.wall_clock) cfg.wall_clock = [] { return std::chrono::system_clock::now(); };
+    return std::unique_ptr<client>(new client(std::move(cfg), std::move(*ep)));
+}
+
+client::client(client_config cfg, endpoint ep)
+    : _cfg(std::move(cfg)),
+      _ep(std::move(ep)),
+      _http(std::make_unique<http::client>(_cfg.http)),
+      _backoff(_cfg.retry, _cfg.backoff_seed ? _cfg.backoff_seed : std::random_device{}()) {}
+
+client::~client() = default;
+
+runtime::task<result<http::response, error>> client::execute(op_kind kind, const attempt_spec& spec,
+                                                             std::stop_token st) {
+    auto& r = runtime::reactor::local();
+    auto& stats = _stats.by_op[static_cast<std::size_t>(kind)];
+    ++stats.operations;
+    const runtime::time_point deadline = r.now() + _cfg.operation_deadline;
+    runtime::deadline_scope scope(deadline, st);
+    const bool path_style = _cfg.path_style || !virtual_host_compatible(_ep, spec.bucket);
+    const std::string target = spec.key.empty() ? std::string(spec.bucket) : fmt::format("{}/{}", spec.bucket, spec.key);
+
+    signing_options sopts;
+    sopts.region = _cfg.region;
+
+    auto fail = [&](error e) -> error {
+        ++stats.failures;
+        auto idx = static_cast<std::size_t>(e.code);
+        if (idx < _stats.errors_by_class.size()) ++_stats.errors_by_class[idx];
+        return e;
+    };
+    auto stopped_error = [&](int attempts) -> error {
+        error e = (scope.expired() && !st.stop_requested())
+                      ? make_error(errc::deadline_exceeded,
+                                   fmt::format("{} {}: deadline of {} ms exceeded", spec.method, target,
+                                               _cfg.operation_deadline.count()))
+                      : make_error(errc::cancelled, fmt::format("{} {}: cancelled", spec.method, target));
+        e.attempts = attempts;
+        return e;
+    };
+
+    for (int attempt = 1;; ++attempt) {
+        if (scope.token().stop_requested()) co_return fail(stopped_error(attempt - 1));
+        auto url = make_object_url(_ep, spec.bucket, spec.key, path_style, spec.query);
+
+        signing_request sreq;
+        sreq.method = spec.method;
+        sreq.encoded_path = url.encoded_path;
+        sreq.query = spec.query;
+        sreq.headers = spec.headers;
+        sreq.headers.push_back({"host", url.host_header});
+        sreq.payload_hash = spec.payload_hash;
+        auto signed_req = sign(sreq, _cfg.creds, sopts, _cfg.wall_clock());
+        if (!signed_req) co_return fail(make_error(errc::config, fmt::format("cannot sign request: {}", signed_req.error())));
+
+        http::request hreq;
+        hreq.method = spec.method;
+        hreq.url = url.url;
+        for (auto& h : sreq.headers) hreq.headers.emplace_back(h.name, h.value);
+        for (auto& h : signed_req->headers_to_add) hreq.headers.emplace_back(h.name, h.value);
+        hreq.body = spec.body;
+        auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - r.now());
+        hreq.timeout = std::max(std::chrono::milliseconds(1), std::min(_cfg.attempt_timeout, remaining));
+
+        ++stats.requests;
+        stats.bytes_sent += spec.body.size();
+        auto resp = co_await _http->send(std::move(hreq), scope.token());
+
+        error err;
+        if (!resp) {
+            if (resp.error().cancelled) co_return fail(stopped_error(attempt));
+            err = classify_transport(resp.error().curl_code, resp.error().message,
+                                     fmt::format("{}://{}", _ep.scheme, host_header(_ep)));
+        } else {
+            stats.bytes_received += resp->body.size();
+            if (is_success(resp->status)) co_return std::move(*resp);
+            err = classify_http(resp->status, spec.method, resp->body, target);
+        }
+        err.attempts = attempt;
+
+        auto delay = _backoff.delay(attempt - 1);
+        if (!should_retry(err, attempt, to_backoff(r.now()), to_backoff(deadline), delay, _cfg.retry)) {
+            if (err.retryable() && attempt > 1) {
+                err.message += fmt::format(" (gave up after {} attempts)", attempt);
+            }
+            co_return fail(std::move(err));
+        }
+        ++stats.retries;
+        log::debug("S3 {} {} attempt {} failed ({}); retrying in {} ms", spec.method, target, attempt, err.message,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
+        auto slept = co_await runtime::sleep(delay, scope.token());
+        if (!slept) co_return fail(stopped_error(attempt));
+    }
+}
+
+runtime::task<result<put_result, error>> client::put_object(std::string_view bucket, std::string_view key,
+                                                            std::span<const char> body, put_options opts,
+                                                            std::stop_token st) {
+    attempt_spec spec;
+    spec.method = "PUT";
+    spec.bucket = bucket;
+    spec.key = key;
+    spec.body = body;
+    spec.payload_hash = _cfg.unsigned_payload ? std::string(unsigned_payload)
+                                              : sha256_hex(std::string_view(body.data(), body.size()));
+    spec.headers.push_back({"content-length", std::to_string(body.size())});
+    if (!opts.content_type.empty()) spec.headers.push_back({"content-type", opts.content_type});
+    if (opts.if_none_match) spec.headers.push_back({"if-none-match", "*"});
+    if (opts.crc32c) {
+        const std::uint32_t v = *opts.crc32c;
+        const char be[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                            static_cast<char>(v)};
+        spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(be, 4))});
+    }
+    auto resp = co_await execute(op_kind::put, spec, st);
+    if (!resp) co_return failure{std::move(resp).error()};
+    put_result out;
+    if (auto* etag = resp->header("etag")) out.etag = *etag;
+    co_return out;
+}
+
+runtime::task<result<get_result, error>> client::get_object(std::string_view bucket, std::string_view key,
+                                                            std::optional<byte_range> range, std::stop_token st) {
+    attempt_spec spec;
+    spec.method = "GET";
+    spec.bucket = bucket;
+    spec.key = key;
+    spec.payload_hash = std::string(empty_payload_sha256);
+    if (range) spec.headers.push_back({"range", range->header_value()});
+    auto resp = co_await execute(op_kind::get, spec, st);
+    if (!resp) co_return failure{std::move(resp).error()};
+    get_result out;
+    out.object_size = resp->body.size();
+    if (auto* etag = resp->header("etag")) out.etag = *etag;
+    if (resp->status == 206) {
+        // Content-Range: bytes first-last/total
+        const std::string* cr = resp->header("content-range");
+        auto slash = cr ? cr->rfind('/') : std::string::npos;
+        auto total = slash != std::string::npos ? parse_u64(std::string_view(*cr).substr(slash + 1)) : std::nullopt;
+        if (!total) {
+            co_return failure{make_error(errc::bad_response,
+                                         fmt::format("GET {}/{}: 206 response without a usable Content-Range", bucket, key))};
+        }
+        out.object_size = *total;
+    } else if (range && range->k == byte_range::kind::bounded && range->first > 0) {
+        // A server that ignores Range sends the whole object; callers asked for a slice.
+        co_return failure{make_error(errc::bad_response,
+                                     fmt::format("GET {}/{}: server ignored the Range header", bucket, key))};
+    }
+    out.body = std::move(resp->body);
+    co_return out;
+}
+
+runtime::task<result<object_meta, error>> client::head_object(std::string_view bucket, std::string_view key,
+                                                               std::stop_token st) {
+    attempt_spec spec;
+    spec.method = "HEAD";
+    spec.bucket = bucket;
+    spec.key = key;
+    spec.payload_hash = std::string(empty_payload_sha256);
+    auto resp = co_await execute(op_kind::head, spec, st);
+    if (!resp) co_return failure{std::move(resp).error()};
+    object_meta m;
+    const std::string* len = resp->header("content-length");
+    auto size = len ? parse_u64(*len) : std::nullopt;
+    if (!size) co_return failure{make_error(errc::bad_response, fmt::format("HEAD {}/{}: no Content-Length", bucket, key))};
+    m.size = *size;
+    if (auto* etag = resp->header("etag")) m.etag = *etag;
+    if (auto* lm = resp->header("last-modified")) m.last_modified = *lm;
+    co_return m;
+}
+
+runtime::task<result<void, error>> client::delete_object(std::string_view bucket, std::string_view key,
+                                                         std::stop_token st) {
+    attempt_spec spec;
+    spec.method = "DELETE";
+    spec.bucket = bucket;
+    spec.key = key;
+    spec.payload_hash = std::string(empty_payload_sha256);
+    auto resp = co_await execute(op_kind::del, spec, st);
+    if (!resp) {
+        if (resp.error().code == errc::not_found && resp.error().s3_code != "NoSuchBucket") co_return ok();
+        co_return failure{std::move(resp).error()};
+    }
+    co_return ok();
+}
+
+runtime::task<result<list_page, error>> client::list_objects_v2(std::string_view bucket, list_request req,
+                                                                std::stop_token st) {
+    attempt_spec spec;
+    spec.method = "GET";
+    spec.bucket = bucket;
+    spec.payload_hash = std::string(empty_payload_sha256);
+    spec.query.emplace_back("list-type", "2");
+    // URL-encoded keys survive XML even when they hold characters XML 1.0 cannot carry.
+    spec.query.emplace_back("encoding-type", "url");
+    if (!req.prefix.empty()) spec.query.emplace_back("prefix", req.prefix);
+    if (!req.start_after.empty()) spec.query.emplace_back("start-after", req.start_after);
+    if (!req.continuation_token.empty()) spec.query.emplace_back("continuation-token", req.continuation_token);
+    if (req.max_keys > 0) spec.query.emplace_back("max-keys", std::to_string(req.max_keys));
+    auto resp = co_await execute(op_kind::list, spec, st);
+    if (!resp) co_return failure{std::move(resp).error()};
+    co_return parse_list_objects_v2(resp->body);
+}
+
+} // namespace skiff::s3

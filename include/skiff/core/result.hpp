@@ -22,6 +22,10 @@ struct failure {
 template <typename E>
 failure(E) -> failure<E>;
 
+// `co_return ok();` from any result<void, E> function.
+struct ok_t {};
+inline constexpr ok_t ok() noexcept { return {}; }
+
 namespace detail {
 [[noreturn]] inline void bad_result_access(const char* what) {
     std::fprintf(stderr, "skiff: bad result access: %s\n", what);
@@ -97,6 +101,7 @@ template <typename E>
 class [[nodiscard]] result<void, E> {
 public:
     result() = default;
+    result(ok_t) noexcept {} // NOLINT
     template <typename G>
     result(failure<G> f) : _err(std::move(f.error)), _ok(false) {} // NOLINT
     result(const E& e) : _err(e), _ok(false) {} // NOLINT
@@ -122,7 +127,5 @@ private:
     E _err{};
     bool _ok = true;
 };
-
-inline result<void> ok() { return {}; }
 
 } // namespace skiff
