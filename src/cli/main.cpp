@@ -1,1 +1,41 @@
-int main() { return 0; }
+// skiff: a Kafka-protocol broker whose log lives in S3. This binary hosts the operator
+// commands; each sub-command lives in its own file.
+#include "commands.hpp"
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+void usage(std::FILE* out) {
+    std::fputs("usage: skiff <command> [args]\n"
+               "\n"
+               "commands:\n"
+               "  s3 ls|get|put|rm|stat   talk to S3 with skiff's own client (see `skiff s3 --help`)\n"
+               "  version                 print the version\n",
+               out);
+}
+} // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty()) {
+        usage(stderr);
+        return 2;
+    }
+    std::string_view cmd = args[0];
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (cmd == "s3") return skiff::cli::s3_command(rest);
+    if (cmd == "version" || cmd == "--version") {
+        std::puts("skiff 0.1.0");
+        return 0;
+    }
+    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+        usage(stdout);
+        return 0;
+    }
+    std::fprintf(stderr, "skiff: unknown command '%s'\n", args[0].c_str());
+    usage(stderr);
+    return 2;
+}

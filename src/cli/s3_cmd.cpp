@@ -1,1 +1,264 @@
-// placeholder
+// `skiff s3 ls|get|put|rm|stat`: the broker's S3 client behind a command for operators.
+// Errors are one plain sentence on stderr and a non-zero exit status.
+#include "commands.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/reactor.hpp>
+#include <skiff/s3/client.hpp>
+#include <skiff/s3/credentials.hpp>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace skiff::cli {
+
+namespace {
+
+constexpr const char* s3_usage =
+    "usage: skiff s3 <verb> [options]\n"
+    "\n"
+    "  skiff s3 ls   s3://BUCKET[/PREFIX]        list keys (all pages) with their sizes\n"
+    "  skiff s3 get  s3://BUCKET/KEY [FILE|-]    download (default: to stdout)\n"
+    "  skiff s3 put  s3://BUCKET/KEY FILE|-      upload a file (or stdin)\n"
+    "  skiff s3 rm   s3://BUCKET/KEY             delete\n"
+    "  skiff s3 stat s3://BUCKET/KEY             size, ETag and modification time\n"
+    "\n"
+    "options:\n"
+    "  --s3-endpoint URL   endpoint (env SKIFF_S3_ENDPOINT, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)\n"
+    "  --s3-region NAME    region (env SKIFF_S3_REGION, AWS_REGION, AWS_DEFAULT_REGION; default us-east-1)\n"
+    "  --s3-path-style     path-style addressing (automatic for IP endpoints)\n"
+    "  --range A-B|A-|-N   (get) byte range\n"
+    "  --if-none-match     (put) fail if the key already exists\n"
+    "  --timeout-ms N      overall deadline per operation (default 60000)\n"
+    "  -v                  log retries and requests to stderr\n"
+    "\n"
+    "credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, or\n"
+    "~/.aws/credentials and ~/.aws/config with AWS_PROFILE.\n";
+
+struct s3_url {
+    std::string bucket;
+    std::string key;
+};
+
+std::optional<s3_url> parse_s3_url(const std::string& u) {
+    constexpr std::string_view scheme = "s3://";
+    if (u.compare(0, scheme.size(), scheme) != 0) return std::nullopt;
+    std::string rest = u.substr(scheme.size());
+    auto slash = rest.find('/');
+    s3_url out;
+    out.bucket = rest.substr(0, slash);
+    if (slash != std::string::npos) out.key = rest.substr(slash + 1);
+    if (out.bucket.empty()) return std::nullopt;
+    return out;
+}
+
+std::optional<std::string> env(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return std::nullopt;
+    return std::string(v);
+}
+
+std::optional<s3::byte_range> parse_range(const std::string& r) {
+    auto dash = r.find('-');
+    if (dash == std::string::npos) return std::nullopt;
+    auto num = [](const std::string& s) -> std::optional<std::uint64_t> {
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19) return std::nullopt;
+        return std::stoull(s);
+    };
+    std::string a = r.substr(0, dash), b = r.substr(dash + 1);
+    if (a.empty()) {
+        auto n = num(b);
+        if (!n) return std::nullopt;
+        return s3::byte_range::suffix(*n);
+    }
+    auto first = num(a);
+    if (!first) return std::nullopt;
+    if (b.empty()) return s3::byte_range::starting_at(*first);
+    auto last = num(b);
+    if (!last || *last < *first) return std::nullopt;
+    return s3::byte_range::between(*first, *last);
+}
+
+int fail(const std::string& msg) {
+    std::fprintf(stderr, "skiff: %s\n", msg.c_str());
+    return 1;
+}
+
+std::string describe_error(const s3::error& e) { return e.message.empty() ? s3::to_string(e.code) : e.message; }
+
+runtime::task<int> run_verb(s3::client* c, std::string verb, s3_url url, std::vector<std::string> pos,
+                            std::optional<s3::byte_range> range, bool if_none_match, std::string* upload) {
+    if (verb == "ls") {
+        s3::list_request req;
+        req.prefix = url.key;
+        std::uint64_t count = 0;
+        for (;;) {
+            auto page = co_await c->list_objects_v2(url.bucket, req);
+            if (!page) co_return fail(describe_error(page.error()));
+            for (auto& o : page->objects) {
+                std::printf("%12llu  %s\n", static_cast<unsigned long long>(o.size), o.key.c_str());
+                ++count;
+            }
+            if (!page->is_truncated) break;
+            req.continuation_token = page->next_continuation_token;
+        }
+        std::fflush(stdout);
+        co_return 0;
+    }
+    if (url.key.empty()) co_return fail(fmt::format("'{}' needs s3://BUCKET/KEY, not just a bucket", verb));
+    if (verb == "get") {
+        auto r = co_await c->get_object(url.bucket, url.key, range);
+        if (!r) co_return fail(describe_error(r.error()));
+        std::string dest = pos.empty() ? "-" : pos[0];
+        if (dest == "-") {
+            std::fwrite(r->body.data(), 1, r->body.size(), stdout);
+            std::fflush(stdout);
+        } else {
+            std::ofstream f(dest, std::ios::binary | std::ios::trunc);
+            f.write(r->body.data(), static_cast<std::streamsize>(r->body.size()));
+            f.close();
+            if (!f) co_return fail(fmt::format("cannot write '{}': {}", dest, std::strerror(errno)));
+        }
+        co_return 0;
+    }
+    if (verb == "put") {
+        s3::put_options opts;
+        opts.if_none_match = if_none_match;
+        auto r = co_await c->put_object(url.bucket, url.key, std::span<const char>(upload->data(), upload->size()), opts);
+        if (!r) co_return fail(describe_error(r.error()));
+        std::fprintf(stderr, "uploaded %zu bytes to s3://%s/%s %s\n", upload->size(), url.bucket.c_str(),
+                     url.key.c_str(), r->etag.c_str());
+        co_return 0;
+    }
+    if (verb == "rm") {
+        auto r = co_await c->delete_object(url.bucket, url.key);
+        if (!r) co_return fail(describe_error(r.error()));
+        co_return 0;
+    }
+    if (verb == "stat") {
+        auto r = co_await c->head_object(url.bucket, url.key);
+        if (!r) co_return fail(describe_error(r.error()));
+        std::printf("key:           %s\nsize:          %llu\netag:          %s\nlast-modified: %s\n", url.key.c_str(),
+                    static_cast<unsigned long long>(r->size), r->etag.c_str(), r->last_modified.c_str());
+        co_return 0;
+    }
+    co_return fail(fmt::format("unknown s3 verb '{}'", verb));
+}
+
+} // namespace
+
+int s3_command(const std::vector<std::string>& args) {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+        std::fputs(s3_usage, args.empty() ? stderr : stdout);
+        return args.empty() ? 2 : 0;
+    }
+    const std::string verb = args[0];
+    if (verb != "ls" && verb != "get" && verb != "put" && verb != "rm" && verb != "stat") {
+        std::fprintf(stderr, "skiff: unknown s3 verb '%s'\n%s", verb.c_str(), s3_usage);
+        return 2;
+    }
+    std::vector<std::string> pos;
+    std::optional<std::string> endpoint, region, range_text;
+    bool path_style = false, if_none_match = false, verbose = false;
+    long timeout_ms = 60000;
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&](const char* name) -> std::optional<std::string> {
+            if (i + 1 >= args.size()) {
+                std::fprintf(stderr, "skiff: %s needs a value\n", name);
+                return std::nullopt;
+            }
+            return args[++i];
+        };
+        if (a == "--s3-endpoint") {
+            if (!(endpoint = value("--s3-endpoint"))) return 2;
+        } else if (a == "--s3-region") {
+            if (!(region = value("--s3-region"))) return 2;
+        } else if (a == "--range") {
+            if (!(range_text = value("--range"))) return 2;
+        } else if (a == "--timeout-ms") {
+            auto v = value("--timeout-ms");
+            if (!v) return 2;
+            try {
+                timeout_ms = std::stol(*v);
+            } catch (...) {
+                timeout_ms = -1;
+            }
+            if (timeout_ms <= 0) return fail(fmt::format("--timeout-ms must be a positive number, not '{}'", *v)), 2;
+        } else if (a == "--s3-path-style") {
+            path_style = true;
+        } else if (a == "--if-none-match") {
+            if_none_match = true;
+        } else if (a == "-v") {
+            verbose = true;
+        } else if (a.size() > 1 && a[0] == '-' && a != "-") {
+            std::fprintf(stderr, "skiff: unknown option '%s'\n", a.c_str());
+            return 2;
+        } else {
+            pos.push_back(a);
+        }
+    }
+    log::set_level(verbose ? log::level::debug : log::level::warn);
+    if (pos.empty()) return fail(fmt::format("'{}' needs an s3://BUCKET/... argument", verb)), 2;
+    auto url = parse_s3_url(pos[0]);
+    if (!url) return fail(fmt::format("'{}' is not an s3://BUCKET/KEY url", pos[0])), 2;
+    pos.erase(pos.begin());
+
+    std::optional<s3::byte_range> range;
+    if (range_text) {
+        range = parse_range(*range_text);
+        if (!range) return fail(fmt::format("bad --range '{}': use A-B, A- or -N", *range_text)), 2;
+    }
+
+    std::string upload;
+    if (verb == "put") {
+        if (pos.empty()) return fail("put needs a FILE (or - for stdin)"), 2;
+        if (pos[0] == "-") {
+            upload.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        } else {
+            std::ifstream f(pos[0], std::ios::binary);
+            if (!f) return fail(fmt::format("cannot read '{}': {}", pos[0], std::strerror(errno)));
+            std::ostringstream ss;
+            ss << f.rdbuf();
+            upload = std::move(ss).str();
+        }
+    }
+
+    auto creds = s3::load_credentials(s3::process_env());
+    if (!creds) return fail(creds.error());
+
+    s3::client_config cfg;
+    cfg.creds = creds->creds;
+    cfg.region = region ? *region
+                        : env("SKIFF_S3_REGION").value_or(creds->region.empty() ? std::string("us-east-1") : creds->region);
+    if (endpoint) cfg.endpoint = *endpoint;
+    else if (auto e = env("SKIFF_S3_ENDPOINT")) cfg.endpoint = *e;
+    else if (auto e2 = env("AWS_ENDPOINT_URL_S3")) cfg.endpoint = *e2;
+    else if (auto e3 = env("AWS_ENDPOINT_URL")) cfg.endpoint = *e3;
+    cfg.path_style = path_style;
+    cfg.operation_deadline = std::chrono::milliseconds(timeout_ms);
+    cfg.attempt_timeout = std::min(cfg.attempt_timeout, cfg.operation_deadline);
+
+    auto reactor = runtime::reactor::create(0);
+    if (!reactor) return fail((*&reactor).error());
+    auto& r = **reactor;
+    // The client must be created on the reactor thread it belongs to.
+    return r.run_until_complete([](s3::client_config c, std::string v, s3_url u, std::vector<std::string> p,
+                                   std::optional<s3::byte_range> rg, bool inm, std::string* up) -> runtime::task<int> {
+        auto client = s3::client::create(std::move(c));
+        if (!client) co_return fail(client.error());
+        co_return co_await run_verb(client->get(), std::move(v), std::move(u), std::move(p), rg, inm, up);
+    }(std::move(cfg), verb, std::move(*url), std::move(pos), range, if_none_match, &upload));
+}
+
+} // namespace skiff::cli

@@ -344,10 +344,10 @@ task<void> keep_alive_reuses_one_connection(http_test_server& srv) {
 
 task<void> server_closing_connections(http_test_server& srv) {
     http::client c;
-    auto a = co_await fetch(c, get(srv, "/close")); // announced with Connection: close
+    AWAIT(a, fetch(c, get(srv, "/close"))); // announced with Connection: close
     REQUIRE(a);
     CHECK(a->body == "bye");
-    auto b = co_await fetch(c, get(srv, "/quiet-close")); // silently closed after the answer
+    AWAIT(b, fetch(c, get(srv, "/quiet-close"))); // silently closed after the answer
     REQUIRE(b);
     CHECK(b->body == "bye");
     // Give the FIN time to arrive, so curl finds the pooled connection dead.
@@ -544,11 +544,11 @@ task<void> response_size_limit(http_test_server& srv) {
     http::client_config cfg;
     cfg.max_response_bytes = 1000;
     http::client c(cfg);
-    auto announced = co_await fetch(c, get(srv, "/large/5000")); // Content-Length too big
+    AWAIT(announced, fetch(c, get(srv, "/large/5000"))); // Content-Length too big
     REQUIRE_FALSE(announced);
     CHECK(announced.error().curl_code == CURLE_FILESIZE_EXCEEDED);
     CHECK(announced.error().message.find("1000") != std::string::npos);
-    auto streamed = co_await fetch(c, get(srv, "/stream/5000")); // no Content-Length
+    AWAIT(streamed, fetch(c, get(srv, "/stream/5000"))); // no Content-Length
     REQUIRE_FALSE(streamed);
     CHECK(streamed.error().curl_code == CURLE_FILESIZE_EXCEEDED);
     AWAIT(exact, fetch(c, get(srv, "/large/1000")));
