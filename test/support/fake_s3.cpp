@@ -312,15 +312,16 @@ struct fake_s3::impl {
         while (true) {
             int wait = timeout_ms;
             if (timeout_ms >= 0) {
-                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now());
-                wait = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+                // Rounded up: a delay fault must never answer early.
+                const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+                if (left.count() <= 0) return 0;
+                wait = static_cast<int>(left.count());
             }
             const int rc = ::poll(fds.data(), n, wait);
             if (rc < 0 && errno == EINTR) continue;
             if (rc < 0) return -1;
             if (fds[0].revents != 0 || stopping.load()) return -1;
-            if (rc == 0) return 0;
+            if (rc == 0) continue; // re-check the deadline
             return 1;
         }
     }
@@ -924,6 +925,18 @@ struct fake_s3::impl {
         }
     }
 
+    // Closing with unread input makes the kernel send an RST, which can destroy the error
+    // response before the client reads it; so stop sending, then swallow input for a while.
+    void drain_before_close(int fd) const {
+        ::shutdown(fd, SHUT_WR);
+        std::array<char, 4096> sink{};
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+        while (std::chrono::steady_clock::now() < deadline && wait_readable(fd, 100) == 1) {
+            const ssize_t n = ::recv(fd, sink.data(), sink.size(), 0);
+            if (n <= 0) return;
+        }
+    }
+
     http_response fault_response(fault_action action) {
         switch (action) {
         case fault_action::status_503_slowdown:
@@ -951,6 +964,7 @@ struct fake_s3::impl {
                     ? s3_error(400, "BadRequest", "fake_s3 could not parse the request")
                     : s3_error(413, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size");
                 send_all(c.fd, serialize(r, false, true, new_request_id()));
+                drain_before_close(c.fd);
                 break;
             }
 

@@ -168,7 +168,8 @@ task<void> http_test_server::serve(tcp_stream s) {
 
         std::size_t length = 0;
         if (const auto* cl = req.header("content-length")) length = number_after(*cl, "");
-        if (const auto* ex = req.header("expect"); ex && lower(*ex) == "100-continue" && buf.size() < length) {
+        if (const auto* ex = req.header("expect");
+            ex && lower(*ex) == "100-continue" && buf.size() < length && req.target != "/ignore-expect") {
             auto writing = s.write_all(std::string_view("HTTP/1.1 100 Continue\r\n\r\n"), st);
             auto w = co_await std::move(writing);
             if (!w) co_return;
@@ -201,6 +202,10 @@ task<bool> http_test_server::respond(tcp_stream& s, const parsed_request& req, s
     bool keep = true;
 
     if (t == "/hello") {
+        out = make_response(200, {{"Content-Type", "text/plain"}}, "hello world", head);
+    } else if (t == "/ignore-expect") {
+        out = make_response(200, {{"X-Content-Length", std::to_string(req.body.size())}}, req.body, head);
+    } else if (t == "/hello-unused") {
         out = make_response(200, {{"Content-Type", "text/plain"}}, "hello world", head);
     } else if (t == "/echo") {
         const auto* ex = req.header("expect");

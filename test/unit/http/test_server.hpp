@@ -5,6 +5,7 @@
 //   /hello            200 "hello world"
 //   /echo             200, body = request body; x-method, x-expect, x-content-length headers.
 //                     Answers "Expect: 100-continue" with an interim 100 before reading.
+//   /ignore-expect    like /echo, but never sends the interim 100 the client asked for
 //   /reqheaders       200, body = the raw request head as received
 //   /headers          200 with mixed-case, repeated and padded header fields
 //   /n/<anything>     200, body = the request target

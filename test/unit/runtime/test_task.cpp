@@ -1,4 +1,4 @@
-#include "run.hpp"
+#include "run_task.hpp"
 
 #include <skiff/runtime/task.hpp>
 
