@@ -148,6 +148,10 @@ std::optional<transport_error> transfer::setup(const client_config& cfg) {
     SKIFF_OPT(set, CURLOPT_ERRORBUFFER, _errbuf);
     // No signals: the threaded resolver and a multi-threaded process both need this.
     SKIFF_OPT(set, CURLOPT_NOSIGNAL, 1L);
+    // Removing a transfer that is still resolving (cancel, timeout) makes curl 7.88 join its
+    // resolver thread, blocking this core for as long as getaddrinfo takes. With QUICK_EXIT
+    // the thread is detached instead and frees its own state when the lookup returns.
+    SKIFF_OPT(set, CURLOPT_QUICK_EXIT, 1L);
     SKIFF_OPT(set, CURLOPT_PROTOCOLS_STR, "http,https");
     SKIFF_OPT(set, CURLOPT_HTTP_VERSION, http_version);
     // The URL is already encoded and signed as is: curl must not squash "/../" or "/./"
@@ -239,8 +243,10 @@ std::size_t transfer::on_header(char* buf, std::size_t size, std::size_t n, void
             const int st = self->_parser.status();
             const auto cl = self->_parser.content_length();
             // A final response announcing more than we accept fails now, before any byte of it
-            // is buffered. HEAD answers carry the object's length but no body.
-            if (st >= 200 && cl && !self->_head) {
+            // is buffered. HEAD, 204 and 304 answers may carry a length but never a body
+            // (RFC 9110 6.4.1), so they are not limited.
+            const bool bodiless = self->_head || st == 204 || st == 304;
+            if (st >= 200 && cl && !bodiless) {
                 if (*cl > self->_max_body) {
                     self->_too_large = true;
                     return 0; // curl fails the transfer with CURLE_WRITE_ERROR

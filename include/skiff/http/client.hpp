@@ -80,10 +80,11 @@ struct client_stats {
 };
 
 // Lifetime contract: destroy a client on its reactor thread, while that reactor still exists,
-// and only after every send() has finished (or was cancelled and has resumed). Debug builds
+// and only after every send() has finished or had its stop_token signalled (a cancelled
+// send() may resume after the client is gone: it touches only its own frame). Debug builds
 // abort when requests are still in flight; release builds log an error and resolve them as
-// cancelled. Polls the ring still holds for the client's sockets are cancelled and outlive
-// it until their completions arrive.
+// cancelled. Polls the ring still holds for the client's sockets are cancelled and their
+// state outlives the client until their completions arrive.
 class client {
 public:
     // Must be called on a reactor thread; the client belongs to that reactor.

@@ -60,7 +60,13 @@ struct byte_range {
     std::string header_value() const; // "bytes=0-9", "bytes=5-", "bytes=-4"
 };
 
+// Option structs passed to coroutines are deliberately not aggregates (they declare a
+// constructor): g++ 12 destroys an aggregate prvalue argument created inside a co_await
+// expression twice (`co_await c.put_object(..., {})` frees a string twice). Non-aggregates
+// are handled correctly, and designated initializers, which would bring the bug back, do not
+// compile.
 struct put_options {
+    put_options() = default;
     bool if_none_match = false;           // If-None-Match: * (fails precondition_failed if the key exists)
     std::optional<std::uint32_t> crc32c;  // sent as x-amz-checksum-crc32c (base64 of big-endian value)
     std::string content_type;
@@ -83,6 +89,8 @@ struct get_result {
 };
 
 struct list_request {
+    list_request() = default;
+    explicit list_request(std::string p) : prefix(std::move(p)) {}
     std::string prefix;
     std::string start_after;
     std::string continuation_token;

@@ -14,9 +14,16 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <optional>
+#include <memory>
 #include <stop_token>
 #include <string>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
 
 using namespace std::chrono_literals;
 using namespace skiff;
@@ -554,6 +561,11 @@ task<void> response_size_limit(http_test_server& srv) {
     AWAIT(exact, fetch(c, get(srv, "/large/1000")));
     REQUIRE(exact);
     CHECK(exact->body.size() == 1000);
+    // A 304's Content-Length describes the resource, not a body: not limited.
+    AWAIT(nm, fetch(c, get(srv, "/not-modified")));
+    REQUIRE(nm);
+    CHECK(nm->status == 304);
+    CHECK(nm->body.empty());
     CHECK(c.stats().transport_errors == 2);
 }
 
@@ -571,6 +583,84 @@ task<void> destroyed_client_releases_pooled_sockets(http_test_server& srv) {
     // ... and every poll it left with the ring has completed and been freed.
     AWAIT(freed, wait_until([] { return http::detail::orphaned_sockets() == 0; }, 2000ms));
     CHECK(freed);
+}
+
+task<void> expect_timeout_changes_poll_events(http_test_server& srv) {
+    // The server never sends the 100 the client asked for: curl waits for it (a poll for
+    // input), then its 1 s expect timer switches it to sending (output) while that poll is
+    // still armed, so the stale poll is cancelled and re-armed with the new events.
+    http::client c;
+    const std::string body = test::pattern(200000);
+    auto req = with_body(srv, "PUT", "/ignore-expect", body);
+    req.headers.emplace_back("Expect", "100-continue");
+    AWAIT(r, fetch(c, std::move(req)));
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK((r->body == body));
+}
+
+task<void> stop_then_destroy(http_test_server& srv, std::stop_source& src, std::unique_ptr<http::client>& c) {
+    AWAIT(seen, wait_until([&srv] { return srv.stats.hangs == 1; }, 5000ms));
+    REQUIRE(seen);
+    src.request_stop();
+    // The transfer is out of curl, but the cancel of its socket's poll is still with the
+    // kernel: destroying the client now must leave that poll's state alive until its CQE.
+    c.reset();
+    CHECK(http::detail::orphaned_sockets() == 1);
+}
+
+task<void> destroy_right_after_cancel(http_test_server& srv) {
+    auto c = std::make_unique<http::client>();
+    std::stop_source src;
+    auto sending = fetch(*c, get(srv, "/hang"), src.get_token());
+    auto stopper = stop_then_destroy(srv, src, c);
+    auto both = runtime::when_all(std::move(sending), std::move(stopper));
+    auto results = co_await std::move(both);
+    auto& r = std::get<0>(results);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().cancelled);
+    AWAIT(freed, wait_until([] { return http::detail::orphaned_sockets() == 0; }, 2000ms));
+    CHECK(freed);
+    AWAIT(closed, wait_until([&srv] { return srv.stats.peer_closes == 1; }, 2000ms));
+    CHECK(closed);
+}
+
+// This machine's host name, if it resolves to 127.0.0.1 only (where the test server listens).
+std::optional<std::string> loopback_host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return std::nullopt;
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || !res) return std::nullopt;
+    bool all_loopback = true;
+    for (auto* a = res; a; a = a->ai_next) {
+        const auto* v4 = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+        if (a->ai_family != AF_INET || v4->sin_addr.s_addr != htonl(INADDR_LOOPBACK)) all_loopback = false;
+    }
+    ::freeaddrinfo(res);
+    if (!all_loopback) return std::nullopt;
+    return std::string(name);
+}
+
+task<void> host_name_resolution(http_test_server& srv) {
+    // A name (not "localhost", which curl answers itself) goes through curl's resolver,
+    // whose completion is one more socket or timer event for the loop to deliver.
+    const auto host = loopback_host_name();
+    if (!host) {
+        WARN("skipped: this machine's host name does not resolve to 127.0.0.1 only");
+        co_return;
+    }
+    http::client c;
+    http::request req;
+    req.url = fmt::format("http://{}:{}/hello", *host, srv.port());
+    for (int i = 0; i < 3; ++i) {
+        AWAIT(r, fetch(c, req));
+        REQUIRE(r);
+        CHECK(r->body == "hello world");
+    }
+    CHECK(srv.stats.accepts == 1);
 }
 
 task<void> two_clients_one_reactor(http_test_server& srv) {
@@ -630,4 +720,11 @@ TEST_CASE("max_response_bytes bounds the body", "[http]") { run_scenario(respons
 TEST_CASE("a destroyed client releases its pooled sockets", "[http]") {
     run_scenario(destroyed_client_releases_pooled_sockets);
 }
+TEST_CASE("a poll with stale events is cancelled and re-armed", "[http]") {
+    run_scenario(expect_timeout_changes_poll_events);
+}
+TEST_CASE("a client destroyed right after a cancel orphans its pending poll", "[http]") {
+    run_scenario(destroy_right_after_cancel);
+}
+TEST_CASE("a host name goes through curl's resolver", "[http]") { run_scenario(host_name_resolution); }
 TEST_CASE("two clients on one reactor", "[http]") { run_scenario(two_clients_one_reactor); }

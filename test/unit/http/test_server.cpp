@@ -205,8 +205,6 @@ task<bool> http_test_server::respond(tcp_stream& s, const parsed_request& req, s
         out = make_response(200, {{"Content-Type", "text/plain"}}, "hello world", head);
     } else if (t == "/ignore-expect") {
         out = make_response(200, {{"X-Content-Length", std::to_string(req.body.size())}}, req.body, head);
-    } else if (t == "/hello-unused") {
-        out = make_response(200, {{"Content-Type", "text/plain"}}, "hello world", head);
     } else if (t == "/echo") {
         const auto* ex = req.header("expect");
         out = make_response(200,
@@ -227,6 +225,9 @@ task<bool> http_test_server::respond(tcp_stream& s, const parsed_request& req, s
                             "ok", head);
     } else if (t.starts_with("/n/")) {
         out = make_response(200, {}, t, head);
+    } else if (t == "/not-modified") {
+        // A 304 repeats the representation's length but has no body.
+        out = "HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nContent-Length: 5000\r\n\r\n";
     } else if (t.starts_with("/status/")) {
         const int code = static_cast<int>(number_after(t, "/status/"));
         out = make_response(code, {}, fmt::format("status {}", code), head);

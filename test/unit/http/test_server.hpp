@@ -10,6 +10,7 @@
 //   /headers          200 with mixed-case, repeated and padded header fields
 //   /n/<anything>     200, body = the request target
 //   /status/<code>    that status, body "status <code>"
+//   /not-modified     304 with "Content-Length: 5000" and (correctly) no body
 //   /delay/<ms>       200 "late" after <ms> milliseconds
 //   /hang             reads until the client closes; never answers
 //   /truncate         announces 1000 body bytes, sends 10, closes
