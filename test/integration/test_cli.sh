@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `skiff s3 ...` against the SigV4-checking server (run through with-s3.sh).
+# Prints "N passed, N failed" and exits non-zero on any failure.
+set -u
+skiff=$1
+: "${S3_ENDPOINT:?run through with-s3.sh}" "${S3_BUCKET:?}"
+export SKIFF_S3_ENDPOINT=$S3_ENDPOINT
+pass=0; fail=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok()  { pass=$((pass+1)); echo "ok   $1"; }
+bad() { fail=$((fail+1)); echo "FAIL $1"; }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+
+head -c 200000 /dev/urandom > "$tmp/in.bin"
+check "put exits 0" "$skiff" s3 put "s3://$S3_BUCKET/cli/a file+1.bin" "$tmp/in.bin"
+check "get to file is byte-exact" bash -c "'$skiff' s3 get 's3://$S3_BUCKET/cli/a file+1.bin' '$tmp/out.bin' && cmp -s '$tmp/in.bin' '$tmp/out.bin'"
+check "get to stdout is byte-exact" bash -c "'$skiff' s3 get 's3://$S3_BUCKET/cli/a file+1.bin' - | cmp -s '$tmp/in.bin' -"
+check "ranged get" bash -c "[ \"\$('$skiff' s3 get 's3://$S3_BUCKET/cli/a file+1.bin' - --range 10-19 | wc -c)\" = 10 ]"
+check "put from stdin" bash -c "echo -n hello | '$skiff' s3 put 's3://$S3_BUCKET/cli/stdin.txt' - 2>/dev/null && [ \"\$('$skiff' s3 get 's3://$S3_BUCKET/cli/stdin.txt' -)\" = hello ]"
+check "ls lists both keys" bash -c "'$skiff' s3 ls 's3://$S3_BUCKET/cli/' | grep -q 'cli/a file+1.bin' && '$skiff' s3 ls 's3://$S3_BUCKET/cli/' | grep -q 'cli/stdin.txt'"
+check "stat shows the size" bash -c "'$skiff' s3 stat 's3://$S3_BUCKET/cli/a file+1.bin' | grep -q 'size: *200000'"
+check "rm exits 0" "$skiff" s3 rm "s3://$S3_BUCKET/cli/stdin.txt"
+
+# Errors: one plain sentence, non-zero exit.
+err() { "$skiff" "$@" 2>&1 >/dev/null; }
+out=$(err s3 get "s3://$S3_BUCKET/cli/stdin.txt" -); rc=$?
+check "missing key: non-zero exit" test $rc -ne 0
+check "missing key: says no such key" grep -q "no such key" <<<"$out"
+out=$(err s3 ls "s3://no-such-bucket-here/"); rc=$?
+check "missing bucket: says no such bucket" bash -c "[ $rc -ne 0 ] && grep -q 'no such bucket' <<<'$out'"
+out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-xyz "$skiff" s3 ls "s3://$S3_BUCKET/" 2>&1 >/dev/null); rc=$?
+check "wrong secret: says signature rejected" bash -c "[ $rc -ne 0 ] && grep -qi 'signature' <<<'$out'"
+check "wrong secret: the secret is not printed" bash -c "! grep -q 'wrong-secret-xyz' <<<'$out'"
+check "wrong secret: one line" test "$(wc -l <<<"$out")" -eq 1
+out=$(err s3 ls "s3://$S3_BUCKET/" --s3-endpoint http://127.0.0.1:1 --timeout-ms 1500); rc=$?
+check "unreachable: says cannot connect" bash -c "[ $rc -ne 0 ] && grep -q 'cannot connect to 127.0.0.1:1' <<<'$out'"
+out=$(err s3 put "s3://$S3_BUCKET/x" /nonexistent/file); rc=$?
+check "unreadable file: non-zero exit" test $rc -ne 0
+check "unreadable file: clear error" grep -q "cannot read '/nonexistent/file'" <<<"$out"
+out=$(err s3 get "not-a-url"); rc=$?
+check "bad url: usage error" bash -c "[ $rc -eq 2 ] && grep -q 'not an s3://' <<<'$out'"
+out=$(AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= HOME=$tmp "$skiff" s3 ls "s3://$S3_BUCKET/" 2>&1 >/dev/null); rc=$?
+check "no credentials: says so" bash -c "[ $rc -ne 0 ] && grep -qi 'credentials' <<<'$out'"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
