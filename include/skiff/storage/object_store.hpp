@@ -1,0 +1,109 @@
+// The object store under the storage engine: one interface, two backends — S3 (through the
+// s3 client) and a local directory (the embedded default). In both, an object appears under
+// its final key whole or not at all, and keys list in byte order.
+//
+// A store belongs to one core (reactor); every call takes a stop_token and never reports a
+// cancelled operation as success.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/runtime/task.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace skiff::storage {
+
+enum class errc {
+    not_found = 1,       // no object under that key
+    precondition_failed, // put with if_absent on an existing key
+    transient,           // may succeed if tried again (S3 5xx, SlowDown, timeouts, resets)
+    permanent,           // will not succeed by retrying (access denied, bad key, EIO on a local disk)
+    corrupt,             // data read back is malformed (formats, footers, CRCs)
+    cancelled,           // stop_token fired
+    deadline_exceeded,
+    invalid_argument,    // bad key, bad range
+};
+
+const std::error_category& error_category() noexcept;
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+const char* to_string(errc e) noexcept;
+
+struct store_error {
+    store_error() = default;
+    store_error(errc c, std::string m) : code(c), message(std::move(m)) {}
+    errc code = errc::permanent;
+    std::string message; // one sentence, no secrets
+};
+
+// Byte range of a GET: [first, last] inclusive, [first, end), or the last n bytes.
+class byte_range {
+public:
+    byte_range() = default;
+    static byte_range between(std::uint64_t first, std::uint64_t last) { return byte_range(kind::bounded, first, last); }
+    static byte_range from(std::uint64_t first) { return byte_range(kind::from, first, 0); }
+    static byte_range suffix(std::uint64_t n) { return byte_range(kind::suffix, n, 0); }
+    enum class kind : std::uint8_t { bounded, from, suffix };
+    kind k() const noexcept { return _k; }
+    std::uint64_t first() const noexcept { return _a; }      // bounded/from
+    std::uint64_t last() const noexcept { return _b; }       // bounded
+    std::uint64_t suffix_length() const noexcept { return _a; } // suffix
+
+private:
+    byte_range(kind k, std::uint64_t a, std::uint64_t b) : _k(k), _a(a), _b(b) {}
+    kind _k = kind::from;
+    std::uint64_t _a = 0, _b = 0;
+};
+
+struct object_entry {
+    object_entry() = default;
+    object_entry(std::string k, std::uint64_t s) : key(std::move(k)), size(s) {}
+    std::string key;
+    std::uint64_t size = 0;
+};
+
+struct list_result {
+    list_result() = default;
+    std::vector<object_entry> objects;      // byte order
+    std::string next_token;                 // empty when this was the last page
+};
+
+struct get_result {
+    get_result() = default;
+    std::string data;
+    std::uint64_t object_size = 0; // the whole object's size
+};
+
+class object_store {
+public:
+    virtual ~object_store() = default;
+
+    // Stores `body` under `key` atomically (readers see all or nothing). With if_absent the
+    // put fails with precondition_failed when the key exists. The caller keeps `body` alive
+    // until the task completes.
+    virtual runtime::task<result<void, store_error>> put(std::string key, std::span<const char> body,
+                                                          bool if_absent, std::stop_token st) = 0;
+    virtual runtime::task<result<get_result, store_error>> get(std::string key, std::optional<byte_range> range,
+                                                               std::stop_token st) = 0;
+    // Size of the object, not_found when absent.
+    virtual runtime::task<result<std::uint64_t, store_error>> size(std::string key, std::stop_token st) = 0;
+    // Removing a missing key succeeds.
+    virtual runtime::task<result<void, store_error>> remove(std::string key, std::stop_token st) = 0;
+    // One page of keys starting with `prefix`, in byte order, after `start_after` (exclusive)
+    // or continuing from `token` (from a previous page). At most max_keys entries.
+    virtual runtime::task<result<list_result, store_error>> list(std::string prefix, std::string start_after,
+                                                                 std::string token, int max_keys,
+                                                                 std::stop_token st) = 0;
+    // "s3://bucket/prefix" or "file:///path": for logs and fsck output.
+    virtual std::string describe() const = 0;
+};
+
+} // namespace skiff::storage
+
+template <>
+struct std::is_error_code_enum<skiff::storage::errc> : std::true_type {};
