@@ -445,9 +445,11 @@ struct fake_s3::impl {
         const bool has_body = chunked || (length && *length > 0);
         if (length && *length > options.max_body_size) return read_status::too_large;
 
-        // Only promise "continue" if the client is still waiting for it.
+        // Answer "continue" unless the body is already arriving. Also for an empty body, as
+        // S3 does: botocore keeps a stale status line on a keep-alive connection when an
+        // Expect request gets its final answer first, and misparses the next response.
         const std::string* expect = req.header("expect");
-        if (has_body && expect && lower(*expect) == "100-continue" && in.buf.empty()) {
+        if (expect && lower(*expect) == "100-continue" && req.version == "HTTP/1.1" && (!has_body || in.buf.empty())) {
             if (!send_all(in.fd, "HTTP/1.1 100 Continue\r\n\r\n")) return read_status::closed;
         }
 

@@ -1,0 +1,102 @@
+// The S3 concurrency budget. Every store request of a core takes a permit: a unit of that
+// core's semaphore (shared by all of the core's partitions) and a token of the process-wide
+// cap (shared by all cores). Flush uploads ask with priority::high and go ahead of prefetch.
+//
+// The core's limit adapts to back-pressure (AIMD): a throttling answer (SlowDown, 503)
+// halves it, a run of successes grows it by one, never above the configured limit.
+//
+// The global cap is a lock-free counter; a core that finds it full polls with a short sleep
+// instead of queueing on another core, so no core ever waits on another core's lock.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/runtime/semaphore.hpp>
+#include <skiff/runtime/task.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <stop_token>
+#include <system_error>
+
+namespace skiff::storage {
+
+class global_io_cap {
+public:
+    explicit global_io_cap(std::int64_t cap) : _cap(cap) {}
+    bool try_take() noexcept;
+    void give() noexcept { _in_use.fetch_sub(1, std::memory_order_acq_rel); }
+    std::int64_t in_use() const noexcept { return _in_use.load(std::memory_order_relaxed); }
+    std::int64_t cap() const noexcept { return _cap; }
+
+private:
+    std::atomic<std::int64_t> _in_use{0};
+    const std::int64_t _cap;
+};
+
+struct io_budget_stats {
+    std::uint64_t acquired = 0;
+    std::uint64_t waited = 0;        // acquisitions that could not be served at once
+    std::uint64_t global_waits = 0;  // polls while the global cap was full
+    std::uint64_t throttled = 0;     // back-pressure signals received
+    std::uint64_t decreases = 0;
+    std::uint64_t increases = 0;
+};
+
+class io_budget {
+public:
+    using priority = runtime::semaphore::priority;
+
+    class permit {
+    public:
+        permit() = default;
+        permit(runtime::semaphore::units u, global_io_cap* g) noexcept : _units(std::move(u)), _global(g) {}
+        permit(permit&& o) noexcept : _units(std::move(o._units)), _global(std::exchange(o._global, nullptr)) {}
+        permit& operator=(permit&& o) noexcept {
+            if (this != &o) {
+                release();
+                _units = std::move(o._units);
+                _global = std::exchange(o._global, nullptr);
+            }
+            return *this;
+        }
+        ~permit() { release(); }
+        void release() noexcept {
+            if (_global) std::exchange(_global, nullptr)->give();
+            _units.release();
+        }
+
+    private:
+        runtime::semaphore::units _units;
+        global_io_cap* _global = nullptr;
+    };
+
+    // `limit`: the most requests this core may have in flight; `global` may be null.
+    io_budget(std::size_t limit, global_io_cap* global);
+
+    // Waits for a permit. errc::cancelled when `st` fires, errc::broken after shutdown().
+    runtime::task<result<permit>> acquire(priority p, std::stop_token st);
+
+    // Back-pressure from the store: halve the limit (not below 1).
+    void on_throttled() noexcept;
+    // A request succeeded: after `limit` successes in a row, grow the limit by one.
+    void on_success() noexcept;
+    // Fail current and future waiters.
+    void shutdown() noexcept { _sem.broken(); }
+
+    std::size_t current_limit() const noexcept { return _sem.capacity(); }
+    std::size_t max_limit() const noexcept { return _max; }
+    std::size_t waiting() const noexcept { return _sem.waiters(); }
+    std::int64_t in_flight() const noexcept {
+        return static_cast<std::int64_t>(_sem.capacity()) - _sem.available();
+    }
+    const io_budget_stats& stats() const noexcept { return _stats; }
+
+private:
+    runtime::semaphore _sem;
+    global_io_cap* _global;
+    std::size_t _max;
+    std::size_t _successes = 0;
+    io_budget_stats _stats;
+};
+
+} // namespace skiff::storage
