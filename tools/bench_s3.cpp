@@ -112,11 +112,15 @@ std::uint64_t requests_for(const options& o, std::uint64_t size) {
     return std::max(o.min_requests, std::min(o.max_requests, n));
 }
 
-double cpu_seconds_self() {
+struct cpu_times {
+    double user = 0, sys = 0;
+};
+
+cpu_times cpu_seconds_self() {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-    return tv(ru.ru_utime) + tv(ru.ru_stime);
+    return cpu_times{tv(ru.ru_utime), tv(ru.ru_stime)};
 }
 
 // utime + stime of a process (all its threads), in seconds; nullopt when unreadable.
@@ -197,17 +201,20 @@ runtime::task<nlohmann::json> run_cell(s3::client* client, const options* o, std
     workers.reserve(conc);
     for (unsigned k = 0; k < conc; ++k) workers.push_back(worker(&st));
 
+    const std::uint64_t turns0 = runtime::reactor::local().loop_turns();
     const auto server0 = cpu_seconds_of(o->server_pid);
-    const double cpu0 = cpu_seconds_self();
+    const cpu_times cpu0 = cpu_seconds_self();
     const auto t0 = std::chrono::steady_clock::now();
     auto done = co_await runtime::when_all(std::move(workers));
     const auto t1 = std::chrono::steady_clock::now();
-    const double cpu1 = cpu_seconds_self();
+    const cpu_times cpu1 = cpu_seconds_self();
     const auto server1 = cpu_seconds_of(o->server_pid);
+    const std::uint64_t turns = runtime::reactor::local().loop_turns() - turns0;
     (void)done;
 
     const double wall = std::chrono::duration<double>(t1 - t0).count();
-    const double cpu = cpu1 - cpu0;
+    const double user = cpu1.user - cpu0.user, sys = cpu1.sys - cpu0.sys;
+    const double cpu = user + sys;
     const double n = static_cast<double>(st.requests);
     std::vector<double> sorted = st.latency_ms;
     std::sort(sorted.begin(), sorted.end());
@@ -231,8 +238,11 @@ runtime::task<nlohmann::json> run_cell(s3::client* client, const options* o, std
     j["req_per_s"] = wall > 0 ? n / wall : 0.0;
     j["mib_per_s"] = wall > 0 ? n * static_cast<double>(size) / wall / (1024.0 * 1024.0) : 0.0;
     j["cpu_s"] = cpu;
+    j["user_s"] = user;
+    j["sys_s"] = sys;
     j["cpu_us_per_req"] = cpu / n * 1e6;
     j["cpu_util"] = wall > 0 ? cpu / wall : 0.0;
+    j["loop_turns_per_req"] = static_cast<double>(turns) / n;
     if (server0 && server1) {
         j["server_cpu_s"] = *server1 - *server0;
         j["server_cpu_us_per_req"] = (*server1 - *server0) / n * 1e6;

@@ -170,6 +170,8 @@ std::optional<transport_error> transfer::setup(const client_config& cfg) {
               static_cast<long>(std::max<std::int64_t>(1, _req.connect_timeout.count())));
     // CURLOPT_ACCEPT_ENCODING stays unset: S3 bodies are stored bytes, never decoded.
     if (!cfg.ca_file.empty()) SKIFF_OPT(set, CURLOPT_CAINFO, cfg.ca_file.c_str());
+    // An empty CURLOPT_PROXY disables proxies, including those from the environment.
+    SKIFF_OPT(set, CURLOPT_PROXY, cfg.proxy.c_str());
     SKIFF_OPT(set, CURLOPT_SSL_VERIFYPEER, cfg.verify_peer ? 1L : 0L);
     SKIFF_OPT(set, CURLOPT_SSL_VERIFYHOST, cfg.verify_peer ? 2L : 0L);
 

@@ -10,7 +10,9 @@ namespace skiff::s3 {
 backoff::backoff(retry_policy policy, std::uint64_t seed) : _policy(policy), _rng(seed) {}
 
 backoff::backoff(retry_policy policy, random_source source)
-    : _policy(policy), _rng(0), _source(std::move(source)) {}
+    : _policy(policy),
+      _rng(0),
+      _source(std::move(source)) {}
 
 namespace {
 
@@ -58,9 +60,8 @@ backoff_duration backoff::delay(int attempt) {
     return backoff_duration(std::min(ns, w.count() - 1));
 }
 
-bool should_retry(const error& e, int attempts_so_far, backoff_time_point now,
-                  backoff_time_point deadline, backoff_duration next_delay,
-                  const retry_policy& policy) {
+bool should_retry(const error& e, int attempts_so_far, backoff_time_point now, backoff_time_point deadline,
+                  backoff_duration next_delay, const retry_policy& policy) {
     if (!e.retryable()) return false;
     if (attempts_so_far >= policy.max_attempts) return false;
     if (now >= deadline) return false;

@@ -91,8 +91,8 @@ std::string printable(std::string_view s, std::size_t limit = 200) {
 // is not worth the risk), URL userinfo is removed, and the rest is bounded and printable.
 std::string sanitize(std::string_view s, std::size_t limit = 200) {
     static constexpr std::array<std::string_view, 7> secrets = {
-        "signature=", "credential=", "x-amz-security-token", "x-amz-credential",
-        "awsaccesskeyid", "secret", "authorization:",
+        "signature=",     "credential=", "x-amz-security-token", "x-amz-credential",
+        "awsaccesskeyid", "secret",      "authorization:",
     };
     for (auto marker : secrets) {
         if (contains_ci(s, marker)) return "(details withheld: they may contain credentials)";
@@ -128,9 +128,7 @@ error make(errc code, int status, std::string s3_code, std::string message) {
 
 // --- HTTP ----------------------------------------------------------------------------------
 
-std::string_view strip_query(std::string_view target) {
-    return target.substr(0, target.find('?'));
-}
+std::string_view strip_query(std::string_view target) { return target.substr(0, target.find('?')); }
 
 std::string bucket_name_for(const s3_error_body& body, std::string_view target) {
     if (!body.bucket_name.empty()) return printable(body.bucket_name);
@@ -157,9 +155,13 @@ struct verdict {
 std::optional<verdict> by_s3_code(const s3_error_body& b, int status, std::string_view method,
                                   std::string_view target) {
     const std::string_view c = b.code;
-    if (c == "SlowDown") return verdict{errc::retryable, fmt::format("S3 asked to slow down (SlowDown, HTTP {})", status)};
-    if (c == "InternalError") return verdict{errc::retryable, fmt::format("S3 internal error (InternalError, HTTP {})", status)};
-    if (c == "ServiceUnavailable") return verdict{errc::retryable, fmt::format("S3 is unavailable (ServiceUnavailable, HTTP {})", status)};
+    if (c == "SlowDown")
+        return verdict{errc::retryable, fmt::format("S3 asked to slow down (SlowDown, HTTP {})", status)};
+    if (c == "InternalError")
+        return verdict{errc::retryable, fmt::format("S3 internal error (InternalError, HTTP {})", status)};
+    if (c == "ServiceUnavailable")
+        return verdict{errc::retryable,
+                       fmt::format("S3 is unavailable (ServiceUnavailable, HTTP {})", status)};
     if (c == "RequestTimeout") {
         return verdict{errc::retryable,
                        "S3 gave up waiting for the request body (RequestTimeout): the upload stalled"};
@@ -182,7 +184,8 @@ std::optional<verdict> by_s3_code(const s3_error_body& b, int status, std::strin
         return verdict{errc::not_found, fmt::format("no such bucket '{}'", bucket_name_for(b, target))};
     }
     if (c == "NoSuchUpload") {
-        return verdict{errc::not_found, "no such multipart upload (NoSuchUpload): it was completed or aborted"};
+        return verdict{errc::not_found,
+                       "no such multipart upload (NoSuchUpload): it was completed or aborted"};
     }
     if (c == "PreconditionFailed") {
         return verdict{errc::precondition_failed,
@@ -228,8 +231,9 @@ std::optional<verdict> by_s3_code(const s3_error_body& b, int status, std::strin
         return verdict{errc::access_denied, std::move(m)};
     }
     if (c == "ExpiredToken") {
-        return verdict{errc::access_denied,
-                       "access denied (ExpiredToken): the session token has expired; refresh the credentials"};
+        return verdict{
+            errc::access_denied,
+            "access denied (ExpiredToken): the session token has expired; refresh the credentials"};
     }
     if (c == "InvalidToken") {
         return verdict{errc::access_denied,
@@ -240,8 +244,7 @@ std::optional<verdict> by_s3_code(const s3_error_body& b, int status, std::strin
                        "access denied (TokenRefreshRequired): the session token must be refreshed"};
     }
     if (c == "AllAccessDisabled" || c == "AccountProblem") {
-        return verdict{errc::access_denied,
-                       fmt::format("access denied ({}): {}", c, sanitize(b.message))};
+        return verdict{errc::access_denied, fmt::format("access denied ({}): {}", c, sanitize(b.message))};
     }
     if (c == "PermanentRedirect") {
         std::string m = "the bucket must be addressed through another endpoint (PermanentRedirect)";
@@ -293,7 +296,8 @@ verdict by_status(int status, std::string_view method, std::string_view target,
     if (status >= 500) {
         if (status == 501) {
             return {errc::invalid_request,
-                    with_s3_detail(fmt::format("S3 does not implement a feature this request uses ({})", what), b)};
+                    with_s3_detail(
+                        fmt::format("S3 does not implement a feature this request uses ({})", what), b)};
         }
         if (!b || b->code.empty()) {
             // A 5xx without an S3 code usually comes from a load balancer or proxy in front
@@ -318,9 +322,11 @@ verdict by_status(int status, std::string_view method, std::string_view target,
     if (status == 409) {
         if (!b || b->code.empty()) {
             return {errc::precondition_failed,
-                    fmt::format("conflicting write ({}): another write to the same key raced with this one", what)};
+                    fmt::format("conflicting write ({}): another write to the same key raced with this one",
+                                what)};
         }
-        return {errc::invalid_request, with_s3_detail(fmt::format("request conflicts with the resource's state ({})", what), b)};
+        return {errc::invalid_request,
+                with_s3_detail(fmt::format("request conflicts with the resource's state ({})", what), b)};
     }
     if (status == 403 || status == 401) {
         if (!b || b->code.empty()) {
@@ -348,7 +354,8 @@ verdict by_status(int status, std::string_view method, std::string_view target,
     }
     if (b && !b->code.empty()) {
         // 200 with an error document happens (CompleteMultipartUpload, CopyObject).
-        return {errc::bad_response, with_s3_detail(fmt::format("S3 reported an error in a success response ({})", what), b)};
+        return {errc::bad_response,
+                with_s3_detail(fmt::format("S3 reported an error in a success response ({})", what), b)};
     }
     return {errc::bad_response, fmt::format("unexpected HTTP status {} where an error was expected", status)};
 }
@@ -412,8 +419,10 @@ endpoint_parts split_endpoint(std::string_view endpoint) {
     out.host = printable(host, 255);
     out.authority = printable(endpoint, 255);
     if (!has_port && !out.authority.empty()) {
-        if (contains_ci(scheme, "https") && scheme.size() == 5) out.authority += ":443";
-        else if (contains_ci(scheme, "http") && scheme.size() == 4) out.authority += ":80";
+        if (contains_ci(scheme, "https") && scheme.size() == 5)
+            out.authority += ":443";
+        else if (contains_ci(scheme, "http") && scheme.size() == 4)
+            out.authority += ":80";
     }
     if (out.authority.empty()) out.authority = "the S3 endpoint";
     return out;
@@ -448,10 +457,8 @@ bool is_tls_config_problem(int code) {
     case CURLE_SSL_ENGINE_INITFAILED:
     case CURLE_SSL_INVALIDCERTSTATUS:
     case CURLE_SSL_CLIENTCERT:
-    case CURLE_USE_SSL_FAILED:
-        return true;
-    default:
-        return false;
+    case CURLE_USE_SSL_FAILED: return true;
+    default: return false;
     }
 }
 
@@ -463,38 +470,47 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
     auto out = [](errc c, std::string m) { return make(c, 0, {}, std::move(m)); };
 
     if (is_tls_config_problem(curl_code)) {
-        return out(errc::config, fmt::format("TLS certificate or setup problem with {}{}", at, detail(curl_message)));
+        return out(errc::config,
+                   fmt::format("TLS certificate or setup problem with {}{}", at, detail(curl_message)));
     }
     switch (curl_code) {
     case CURLE_OK:
-        return out(errc::bad_response, fmt::format("no response from {} although the transfer reported success", at));
+        return out(errc::bad_response,
+                   fmt::format("no response from {} although the transfer reported success", at));
     case CURLE_COULDNT_RESOLVE_HOST: {
         std::string host = ep.host;
         if (host.empty()) {
             const auto p = curl_message.find("host: ");
             if (p != std::string_view::npos) host = printable(curl_message.substr(p + 6), 255);
         }
-        return out(errc::retryable, fmt::format("cannot resolve host {}", host.empty() ? "of the S3 endpoint" : host));
+        return out(errc::retryable,
+                   fmt::format("cannot resolve host {}", host.empty() ? "of the S3 endpoint" : host));
     }
     case CURLE_COULDNT_RESOLVE_PROXY:
         return out(errc::retryable, fmt::format("cannot resolve the proxy host{}", detail(curl_message)));
     case CURLE_COULDNT_CONNECT:
-        return out(errc::retryable, fmt::format("cannot connect to {}: {}", at, connect_reason(curl_message)));
+        return out(errc::retryable,
+                   fmt::format("cannot connect to {}: {}", at, connect_reason(curl_message)));
     case CURLE_OPERATION_TIMEDOUT:
         return out(errc::retryable, fmt::format("timed out talking to {}{}", at, detail(curl_message)));
     case CURLE_SEND_ERROR:
-        return out(errc::retryable, fmt::format("connection to {} failed while sending the request{}", at, detail(curl_message)));
+        return out(errc::retryable, fmt::format("connection to {} failed while sending the request{}", at,
+                                                detail(curl_message)));
     case CURLE_RECV_ERROR:
-        return out(errc::retryable, fmt::format("connection to {} failed while receiving the response{}", at, detail(curl_message)));
+        return out(errc::retryable, fmt::format("connection to {} failed while receiving the response{}", at,
+                                                detail(curl_message)));
     case CURLE_GOT_NOTHING:
         return out(errc::retryable, fmt::format("{} closed the connection without answering", at));
     case CURLE_PARTIAL_FILE:
-        return out(errc::retryable, fmt::format("response from {} ended before its announced length{}", at, detail(curl_message)));
+        return out(errc::retryable, fmt::format("response from {} ended before its announced length{}", at,
+                                                detail(curl_message)));
     case CURLE_SSL_CONNECT_ERROR:
-        if (contains_ci(curl_message, "wrong version number") || contains_ci(curl_message, "unknown protocol") ||
+        if (contains_ci(curl_message, "wrong version number") ||
+            contains_ci(curl_message, "unknown protocol") ||
             contains_ci(curl_message, "packet length too long")) {
             return out(errc::config, fmt::format("TLS handshake with {} failed: the endpoint does not "
-                                                 "speak TLS (check http:// versus https://)", at));
+                                                 "speak TLS (check http:// versus https://)",
+                                                 at));
         }
         return out(errc::retryable, fmt::format("TLS handshake with {} failed{}", at, detail(curl_message)));
     case CURLE_HTTP2:
@@ -509,7 +525,8 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
     case CURLE_URL_MALFORMAT:
         return out(errc::config, fmt::format("malformed URL for endpoint {}{}", at, detail(curl_message)));
     case CURLE_UNSUPPORTED_PROTOCOL:
-        return out(errc::config, fmt::format("unsupported URL scheme for endpoint {}{}", at, detail(curl_message)));
+        return out(errc::config,
+                   fmt::format("unsupported URL scheme for endpoint {}{}", at, detail(curl_message)));
     case CURLE_NOT_BUILT_IN:
     case CURLE_FAILED_INIT:
     case CURLE_UNKNOWN_OPTION:
@@ -520,8 +537,7 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
     case CURLE_LOGIN_DENIED:
     case CURLE_AUTH_ERROR:
         return out(errc::config, fmt::format("cannot set up the transfer to {}{}", at, detail(curl_message)));
-    case CURLE_ABORTED_BY_CALLBACK:
-        return out(errc::cancelled, fmt::format("request to {} cancelled", at));
+    case CURLE_ABORTED_BY_CALLBACK: return out(errc::cancelled, fmt::format("request to {} cancelled", at));
     case CURLE_WEIRD_SERVER_REPLY:
     case CURLE_BAD_CONTENT_ENCODING:
     case CURLE_FILESIZE_EXCEEDED:
@@ -530,7 +546,8 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
         return out(errc::bad_response, fmt::format("unusable response from {}{}", at, detail(curl_message)));
     case CURLE_WRITE_ERROR:
         return out(errc::bad_response, fmt::format("response from {} was refused by the client "
-                                                   "(too large or aborted){}", at, detail(curl_message)));
+                                                   "(too large or aborted){}",
+                                                   at, detail(curl_message)));
     case CURLE_READ_ERROR:
     case CURLE_UPLOAD_FAILED:
     case CURLE_BAD_FUNCTION_ARGUMENT:
@@ -542,8 +559,8 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
     default:
         // Unknown codes are network trouble far more often than anything else; the retry
         // loop bounds the cost of being wrong.
-        return out(errc::retryable, fmt::format("transfer with {} failed (curl error {}){}", at,
-                                                curl_code, detail(curl_message)));
+        return out(errc::retryable, fmt::format("transfer with {} failed (curl error {}){}", at, curl_code,
+                                                detail(curl_message)));
     }
 }
 

@@ -111,17 +111,16 @@ bool load(pugi::xml_document& doc, std::string_view body) {
 result<list_page, error> parse_list_objects_v2(std::string_view body) {
     if (body.empty()) return failure{bad_response("empty ListObjectsV2 response")};
     if (body.size() > max_xml_document_size) {
-        return failure{bad_response(fmt::format(
-            "ListObjectsV2 response of {} bytes exceeds the {} byte limit", body.size(),
-            max_xml_document_size))};
+        return failure{
+            bad_response(fmt::format("ListObjectsV2 response of {} bytes exceeds the {} byte limit",
+                                     body.size(), max_xml_document_size))};
     }
     pugi::xml_document doc;
     {
         const auto res = doc.load_buffer(body.data(), body.size(), parse_options, pugi::encoding_utf8);
         if (!res) {
             return failure{bad_response(fmt::format(
-                "ListObjectsV2 response is not valid XML ({} at offset {})", res.description(),
-                res.offset))};
+                "ListObjectsV2 response is not valid XML ({} at offset {})", res.description(), res.offset))};
         }
     }
     const pugi::xml_node root = doc.document_element();
@@ -130,9 +129,9 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
         return failure{bad_response("ListObjectsV2 response is not valid XML (more than one root element)")};
     }
     if (std::string_view(root.name()) != "ListBucketResult") {
-        return failure{bad_response(fmt::format(
-            "ListObjectsV2 response has root element <{}>, expected <ListBucketResult>",
-            quote_for_message(root.name())))};
+        return failure{bad_response(
+            fmt::format("ListObjectsV2 response has root element <{}>, expected <ListBucketResult>",
+                        quote_for_message(root.name())))};
     }
 
     const bool url_encoded = trim(text_of(root, "EncodingType")) == "url";
@@ -140,9 +139,8 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
         if (!url_encoded) return std::string(raw);
         auto decoded = url_decode(raw);
         if (!decoded) {
-            return failure{bad_response(fmt::format(
-                "ListObjectsV2 response has a badly URL-encoded {} '{}'", what,
-                quote_for_message(raw)))};
+            return failure{bad_response(fmt::format("ListObjectsV2 response has a badly URL-encoded {} '{}'",
+                                                    what, quote_for_message(raw)))};
         }
         return std::move(*decoded);
     };
@@ -153,18 +151,19 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
         if (!key_node) return failure{bad_response("ListObjectsV2 response has an object without <Key>")};
         auto key = decode(key_node.child_value(), "key");
         if (!key) return failure{std::move(key).error()};
-        if (key->empty()) return failure{bad_response("ListObjectsV2 response has an object with an empty key")};
+        if (key->empty())
+            return failure{bad_response("ListObjectsV2 response has an object with an empty key")};
 
         const pugi::xml_node size_node = contents.child("Size");
         if (!size_node) {
-            return failure{bad_response(fmt::format(
-                "ListObjectsV2 response has no <Size> for key '{}'", quote_for_message(*key)))};
+            return failure{bad_response(
+                fmt::format("ListObjectsV2 response has no <Size> for key '{}'", quote_for_message(*key)))};
         }
         const auto size = parse_u64(size_node.child_value());
         if (!size) {
-            return failure{bad_response(fmt::format(
-                "ListObjectsV2 response has an invalid size '{}' for key '{}'",
-                quote_for_message(size_node.child_value()), quote_for_message(*key)))};
+            return failure{bad_response(
+                fmt::format("ListObjectsV2 response has an invalid size '{}' for key '{}'",
+                            quote_for_message(size_node.child_value()), quote_for_message(*key)))};
         }
         object_info info;
         info.key = std::move(*key);
@@ -188,17 +187,17 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
     if (truncated_node) {
         const auto truncated = parse_bool(truncated_node.child_value());
         if (!truncated) {
-            return failure{bad_response(fmt::format(
-                "ListObjectsV2 response has an invalid <IsTruncated> '{}'",
-                quote_for_message(truncated_node.child_value())))};
+            return failure{
+                bad_response(fmt::format("ListObjectsV2 response has an invalid <IsTruncated> '{}'",
+                                         quote_for_message(truncated_node.child_value())))};
         }
         page.is_truncated = *truncated;
     }
     // The token is opaque and never URL-encoded, even with EncodingType=url.
     page.next_continuation_token = std::string(text_of(root, "NextContinuationToken"));
     if (page.is_truncated && page.next_continuation_token.empty()) {
-        return failure{bad_response(
-            "ListObjectsV2 response is truncated but has no <NextContinuationToken>")};
+        return failure{
+            bad_response("ListObjectsV2 response is truncated but has no <NextContinuationToken>")};
     }
 
     if (const pugi::xml_node sa = root.child("StartAfter")) {
@@ -211,9 +210,8 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
     if (const pugi::xml_node kc = root.child("KeyCount")) {
         const auto count = parse_u64(kc.child_value());
         if (!count || *count > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
-            return failure{bad_response(fmt::format(
-                "ListObjectsV2 response has an invalid <KeyCount> '{}'",
-                quote_for_message(kc.child_value())))};
+            return failure{bad_response(fmt::format("ListObjectsV2 response has an invalid <KeyCount> '{}'",
+                                                    quote_for_message(kc.child_value())))};
         }
         page.key_count = static_cast<int>(*count);
     } else {

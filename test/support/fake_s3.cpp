@@ -82,8 +82,9 @@ std::uint32_t crc32c(std::string_view data) {
 
 std::string crc32c_base64(std::string_view data) {
     const std::uint32_t c = crc32c(data);
-    const std::array<unsigned char, 4> be = {static_cast<unsigned char>(c >> 24), static_cast<unsigned char>(c >> 16),
-                                             static_cast<unsigned char>(c >> 8), static_cast<unsigned char>(c)};
+    const std::array<unsigned char, 4> be = {
+        static_cast<unsigned char>(c >> 24), static_cast<unsigned char>(c >> 16),
+        static_cast<unsigned char>(c >> 8), static_cast<unsigned char>(c)};
     return base64(be.data(), be.size());
 }
 
@@ -142,8 +143,10 @@ std::string xml_escape(std::string_view s) {
         case '\'': out += "&apos;"; break;
         default:
             // A literal CR would be normalised away by the client's XML parser.
-            if (c < 0x20 && c != '\t' && c != '\n') out += fmt::format("&#{};", c);
-            else out += ch;
+            if (c < 0x20 && c != '\t' && c != '\n')
+                out += fmt::format("&#{};", c);
+            else
+                out += ch;
         }
     }
     return out;
@@ -184,7 +187,8 @@ std::string iso8601(std::chrono::system_clock::time_point t) {
     gmtime_r(&tt, &tm);
     std::array<char, 64> buf{};
     const auto n = std::strftime(buf.data(), buf.size(), "%Y-%m-%dT%H:%M:%S", &tm);
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() % 1000;
     return fmt::format("{}.{:03}Z", std::string_view(buf.data(), n), ms);
 }
 
@@ -242,7 +246,8 @@ std::string serialize(const http_response& r, bool head, bool closing, const std
     out += fmt::format("x-amz-request-id: {}\r\nx-amz-id-2: fake/{}\r\n", request_id, request_id);
     out += fmt::format("Date: {}\r\nServer: skiff-fake-s3\r\n", http_date(std::chrono::system_clock::now()));
     if (r.status != 204 && r.status != 304) {
-        const std::size_t len = head && r.head_content_length ? *r.head_content_length : (head ? 0 : r.body.size());
+        const std::size_t len =
+            head && r.head_content_length ? *r.head_content_length : (head ? 0 : r.body.size());
         out += fmt::format("Content-Length: {}\r\n", len);
     }
     if (closing) out += "Connection: close\r\n";
@@ -256,8 +261,9 @@ http_response s3_error(int status, std::string_view code, std::string_view messa
     http_response r;
     r.status = status;
     r.headers.emplace_back("Content-Type", "application/xml");
-    r.body = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message>",
-                         xml_escape(code), xml_escape(message));
+    r.body =
+        fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message>",
+                    xml_escape(code), xml_escape(message));
     for (const auto& [name, value] : extra) r.body += fmt::format("<{0}>{1}</{0}>", name, xml_escape(value));
     r.body += "</Error>";
     return r;
@@ -313,7 +319,8 @@ struct fake_s3::impl {
             int wait = timeout_ms;
             if (timeout_ms >= 0) {
                 // Rounded up: a delay fault must never answer early.
-                const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+                const auto left =
+                    std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
                 if (left.count() <= 0) return 0;
                 wait = static_cast<int>(left.count());
             }
@@ -415,7 +422,8 @@ struct fake_s3::impl {
         req.version = std::string(request_line.substr(sp2 + 1));
         if (req.version != "HTTP/1.1" && req.version != "HTTP/1.0") return read_status::bad;
 
-        std::string_view rest = line_end == std::string::npos ? std::string_view() : std::string_view(head).substr(line_end + 2);
+        std::string_view rest =
+            line_end == std::string::npos ? std::string_view() : std::string_view(head).substr(line_end + 2);
         while (!rest.empty()) {
             const auto eol = rest.find("\r\n");
             const std::string_view line = rest.substr(0, eol);
@@ -428,9 +436,11 @@ struct fake_s3::impl {
             if (!inserted) it->second += "," + value;
         }
 
-        const std::string connection_header = req.header("connection") ? lower(*req.header("connection")) : "";
-        req.keep_alive = req.version == "HTTP/1.1" ? connection_header.find("close") == std::string::npos
-                                                   : connection_header.find("keep-alive") != std::string::npos;
+        const std::string connection_header =
+            req.header("connection") ? lower(*req.header("connection")) : "";
+        req.keep_alive = req.version == "HTTP/1.1"
+                             ? connection_header.find("close") == std::string::npos
+                             : connection_header.find("keep-alive") != std::string::npos;
 
         // Body.
         const std::string* te = req.header("transfer-encoding");
@@ -449,7 +459,8 @@ struct fake_s3::impl {
         // S3 does: botocore keeps a stale status line on a keep-alive connection when an
         // Expect request gets its final answer first, and misparses the next response.
         const std::string* expect = req.header("expect");
-        if (expect && lower(*expect) == "100-continue" && req.version == "HTTP/1.1" && (!has_body || in.buf.empty())) {
+        if (expect && lower(*expect) == "100-continue" && req.version == "HTTP/1.1" &&
+            (!has_body || in.buf.empty())) {
             if (!send_all(in.fd, "HTTP/1.1 100 Continue\r\n\r\n")) return read_status::closed;
         }
 
@@ -461,10 +472,12 @@ struct fake_s3::impl {
             while (true) {
                 std::string size_line;
                 if (!in.take_line(size_line, why)) return why;
-                const std::string_view digits = trim(std::string_view(size_line).substr(0, size_line.find(';')));
+                const std::string_view digits =
+                    trim(std::string_view(size_line).substr(0, size_line.find(';')));
                 std::uint64_t size = 0;
                 const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), size, 16);
-                if (digits.empty() || ec != std::errc{} || p != digits.data() + digits.size()) return read_status::bad;
+                if (digits.empty() || ec != std::errc{} || p != digits.data() + digits.size())
+                    return read_status::bad;
                 if (req.body.size() + size > options.max_body_size) return read_status::too_large;
                 if (size == 0) break;
                 if (!in.ensure(size + 2, why)) return why;
@@ -503,7 +516,8 @@ struct fake_s3::impl {
                 if (pair.empty()) continue;
                 const auto eq = pair.find('=');
                 auto name = percent_decode(pair.substr(0, eq), true);
-                auto value = percent_decode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true);
+                auto value = percent_decode(
+                    eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true);
                 if (!name || !value) return std::nullopt;
                 out.query[*name] = *value;
             }
@@ -538,17 +552,22 @@ struct fake_s3::impl {
         if (!options.require_content_sha256) return std::nullopt;
         const std::string* h = req.header("x-amz-content-sha256");
         if (!h) {
-            return s3_error(400, "InvalidRequest", "Missing required header for this request: x-amz-content-sha256");
+            return s3_error(400, "InvalidRequest",
+                            "Missing required header for this request: x-amz-content-sha256");
         }
         if (*h == "UNSIGNED-PAYLOAD" || h->rfind("STREAMING-", 0) == 0) return std::nullopt;
-        const bool is_hex = h->size() == 64 && std::all_of(h->begin(), h->end(), [](char c) { return hex_digit(c) >= 0; });
+        const bool is_hex =
+            h->size() == 64 && std::all_of(h->begin(), h->end(), [](char c) { return hex_digit(c) >= 0; });
         if (!is_hex) {
-            return s3_error(400, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-*, or a valid sha256 value.",
-                            {{"ArgumentName", "x-amz-content-sha256"}, {"ArgumentValue", *h}});
+            return s3_error(
+                400, "InvalidArgument",
+                "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-*, or a valid sha256 value.",
+                {{"ArgumentName", "x-amz-content-sha256"}, {"ArgumentValue", *h}});
         }
         const std::string actual = digest_hex(EVP_sha256(), req.body);
         if (lower(*h) != actual) {
-            return s3_error(400, "XAmzContentSHA256Mismatch", "The provided 'x-amz-content-sha256' header does not match what was computed.",
+            return s3_error(400, "XAmzContentSHA256Mismatch",
+                            "The provided 'x-amz-content-sha256' header does not match what was computed.",
                             {{"ClientComputedContentSHA256", *h}, {"S3ComputedContentSHA256", actual}});
         }
         return std::nullopt;
@@ -562,7 +581,8 @@ struct fake_s3::impl {
         if (auto bad = check_payload_hash(req)) return *bad;
         if (t.bucket.empty()) {
             if (req.method == "GET") return list_buckets();
-            return s3_error(405, "MethodNotAllowed", "The specified method is not allowed against this resource.");
+            return s3_error(405, "MethodNotAllowed",
+                            "The specified method is not allowed against this resource.");
         }
         if (t.key.empty()) return handle_bucket(req, t);
         return handle_object(req, t);
@@ -575,8 +595,9 @@ struct fake_s3::impl {
         r.body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListAllMyBucketsResult "
                  "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Owner><ID>fake</ID></Owner><Buckets>";
         for (const auto& [name, objects] : buckets) {
-            r.body += fmt::format("<Bucket><Name>{}</Name><CreationDate>2024-01-01T00:00:00.000Z</CreationDate></Bucket>",
-                                  xml_escape(name));
+            r.body += fmt::format(
+                "<Bucket><Name>{}</Name><CreationDate>2024-01-01T00:00:00.000Z</CreationDate></Bucket>",
+                xml_escape(name));
         }
         r.body += "</Buckets></ListAllMyBucketsResult>";
         return r;
@@ -597,7 +618,8 @@ struct fake_s3::impl {
         if (req.method == "HEAD") return http_response{};
         if (req.method == "DELETE") {
             if (!it->second.empty()) {
-                return s3_error(409, "BucketNotEmpty", "The bucket you tried to delete is not empty", {{"BucketName", t.bucket}});
+                return s3_error(409, "BucketNotEmpty", "The bucket you tried to delete is not empty",
+                                {{"BucketName", t.bucket}});
             }
             buckets.erase(it);
             http_response r;
@@ -615,7 +637,8 @@ struct fake_s3::impl {
     }
 
     static std::string encode_token(char kind, const std::string& marker) {
-        return std::string("fk") + kind + hex(reinterpret_cast<const unsigned char*>(marker.data()), marker.size());
+        return std::string("fk") + kind +
+               hex(reinterpret_cast<const unsigned char*>(marker.data()), marker.size());
     }
 
     static std::optional<std::pair<char, std::string>> decode_token(std::string_view token) {
@@ -634,7 +657,8 @@ struct fake_s3::impl {
     }
 
     // Caller holds mu.
-    static http_response list_objects_v2(const std::map<std::string, stored_object>& objects, const parsed_target& t) {
+    static http_response list_objects_v2(const std::map<std::string, stored_object>& objects,
+                                         const parsed_target& t) {
         auto param = [&](const char* name) -> std::string {
             const auto it = t.query.find(name);
             return it == t.query.end() ? std::string() : it->second;
@@ -652,7 +676,8 @@ struct fake_s3::impl {
         if (t.query.count("max-keys")) {
             auto v = parse_u64(param("max-keys"));
             if (!v) {
-                return s3_error(400, "InvalidArgument", "Provided max-keys not an integer or within integer range",
+                return s3_error(400, "InvalidArgument",
+                                "Provided max-keys not an integer or within integer range",
                                 {{"ArgumentName", "max-keys"}, {"ArgumentValue", param("max-keys")}});
             }
             max_keys = std::min<std::uint64_t>(*v, 1000);
@@ -682,7 +707,8 @@ struct fake_s3::impl {
         std::uint64_t count = 0;
 
         // Every key >= prefix is past a marker that sorts before the prefix.
-        auto it = marker_kind != 0 && marker >= prefix ? objects.upper_bound(marker) : objects.lower_bound(prefix);
+        auto it =
+            marker_kind != 0 && marker >= prefix ? objects.upper_bound(marker) : objects.lower_bound(prefix);
         for (; max_keys > 0 && it != objects.end(); ++it) {
             const std::string& key = it->first;
             if (key.compare(0, prefix.size(), prefix) != 0) {
@@ -722,8 +748,11 @@ struct fake_s3::impl {
         if (!delimiter.empty()) b += fmt::format("<Delimiter>{}</Delimiter>", enc(delimiter));
         if (url) b += "<EncodingType>url</EncodingType>";
         b += fmt::format("<IsTruncated>{}</IsTruncated>", truncated ? "true" : "false");
-        if (t.query.count("continuation-token")) b += fmt::format("<ContinuationToken>{}</ContinuationToken>", xml_escape(token));
-        if (truncated) b += fmt::format("<NextContinuationToken>{}</NextContinuationToken>", encode_token(last_kind, last_marker));
+        if (t.query.count("continuation-token"))
+            b += fmt::format("<ContinuationToken>{}</ContinuationToken>", xml_escape(token));
+        if (truncated)
+            b += fmt::format("<NextContinuationToken>{}</NextContinuationToken>",
+                             encode_token(last_kind, last_marker));
         if (!start_after.empty()) b += fmt::format("<StartAfter>{}</StartAfter>", enc(start_after));
         for (const auto* entry : contents) {
             b += fmt::format("<Contents><Key>{}</Key><LastModified>{}</LastModified><ETag>{}</ETag>"
@@ -731,7 +760,8 @@ struct fake_s3::impl {
                              enc(entry->first), iso8601(entry->second.last_modified),
                              xml_escape(entry->second.etag), entry->second.body.size());
         }
-        for (const auto& p : prefixes) b += fmt::format("<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>", enc(p));
+        for (const auto& p : prefixes)
+            b += fmt::format("<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>", enc(p));
         b += "</ListBucketResult>";
         return r;
     }
@@ -739,9 +769,11 @@ struct fake_s3::impl {
     static void add_object_headers(http_response& r, const stored_object& o, bool with_checksum) {
         r.headers.emplace_back("ETag", o.etag);
         r.headers.emplace_back("Last-Modified", http_date(o.last_modified));
-        r.headers.emplace_back("Content-Type", o.content_type.empty() ? "binary/octet-stream" : o.content_type);
+        r.headers.emplace_back("Content-Type",
+                               o.content_type.empty() ? "binary/octet-stream" : o.content_type);
         r.headers.emplace_back("Accept-Ranges", "bytes");
-        if (with_checksum && !o.checksum_crc32c.empty()) r.headers.emplace_back("x-amz-checksum-crc32c", o.checksum_crc32c);
+        if (with_checksum && !o.checksum_crc32c.empty())
+            r.headers.emplace_back("x-amz-checksum-crc32c", o.checksum_crc32c);
     }
 
     http_response handle_object(const http_request& req, const parsed_target& t) {
@@ -758,12 +790,14 @@ struct fake_s3::impl {
             return s3_error(404, "NoSuchKey", "The specified key does not exist.", {{"Key", t.key}});
         };
         auto precondition_failed = [&](const char* condition) {
-            return s3_error(412, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold",
+            return s3_error(412, "PreconditionFailed",
+                            "At least one of the pre-conditions you specified did not hold",
                             {{"Condition", condition}});
         };
 
         if (req.method == "PUT") {
-            if (const std::string* inm = req.header("if-none-match"); inm && trim(*inm) == "*" && it != objects.end()) {
+            if (const std::string* inm = req.header("if-none-match");
+                inm && trim(*inm) == "*" && it != objects.end()) {
                 return precondition_failed("If-None-Match");
             }
             if (const std::string* im = req.header("if-match")) {
@@ -774,7 +808,8 @@ struct fake_s3::impl {
             if (const std::string* c = req.header("x-amz-checksum-crc32c")) {
                 checksum = *c;
                 if (crc32c_base64(req.body) != checksum) {
-                    return s3_error(400, "BadDigest", "The CRC32C you specified did not match the calculated checksum.");
+                    return s3_error(400, "BadDigest",
+                                    "The CRC32C you specified did not match the calculated checksum.");
                 }
             }
             const std::string* ct = req.header("content-type");
@@ -792,14 +827,16 @@ struct fake_s3::impl {
             return r;
         }
         if (req.method != "GET" && req.method != "HEAD") {
-            return s3_error(405, "MethodNotAllowed", "The specified method is not allowed against this resource.");
+            return s3_error(405, "MethodNotAllowed",
+                            "The specified method is not allowed against this resource.");
         }
         if (it == objects.end()) return no_such_key();
         const stored_object& o = it->second;
         if (const std::string* im = req.header("if-match"); im && trim(*im) != o.etag && trim(*im) != "*") {
             return precondition_failed("If-Match");
         }
-        if (const std::string* inm = req.header("if-none-match"); inm && (trim(*inm) == o.etag || trim(*inm) == "*")) {
+        if (const std::string* inm = req.header("if-none-match");
+            inm && (trim(*inm) == o.etag || trim(*inm) == "*")) {
             http_response r;
             r.status = 304;
             r.headers.emplace_back("ETag", o.etag);
@@ -818,8 +855,9 @@ struct fake_s3::impl {
             case range_kind::ignore: break;
             case range_kind::satisfiable: partial = true; break;
             case range_kind::unsatisfiable: {
-                http_response bad = s3_error(416, "InvalidRange", "The requested range is not satisfiable",
-                                             {{"RangeRequested", *range}, {"ActualObjectSize", std::to_string(size)}});
+                http_response bad =
+                    s3_error(416, "InvalidRange", "The requested range is not satisfiable",
+                             {{"RangeRequested", *range}, {"ActualObjectSize", std::to_string(size)}});
                 bad.headers.emplace_back("Content-Range", fmt::format("bytes */{}", size));
                 if (head) bad.body.clear();
                 return bad;
@@ -845,7 +883,8 @@ struct fake_s3::impl {
 
     // RFC 9110 14.1.2: a syntactically invalid range is ignored; one that selects nothing is
     // 416. S3 supports a single range only and ignores lists.
-    static range_kind parse_range(std::string_view value, std::size_t size, std::size_t& first, std::size_t& last) {
+    static range_kind parse_range(std::string_view value, std::size_t size, std::size_t& first,
+                                  std::size_t& last) {
         value = trim(value);
         if (value.substr(0, 6) != "bytes=") return range_kind::ignore;
         value.remove_prefix(6);
@@ -950,8 +989,7 @@ struct fake_s3::impl {
             r.status = 500;
             return r;
         }
-        default:
-            return {};
+        default: return {};
         }
     }
 
@@ -962,9 +1000,11 @@ struct fake_s3::impl {
             const read_status st = read_request(in, req);
             if (st == read_status::closed || st == read_status::stopped) break;
             if (st == read_status::bad || st == read_status::too_large) {
-                const http_response r = st == read_status::bad
-                    ? s3_error(400, "BadRequest", "fake_s3 could not parse the request")
-                    : s3_error(413, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size");
+                const http_response r =
+                    st == read_status::bad
+                        ? s3_error(400, "BadRequest", "fake_s3 could not parse the request")
+                        : s3_error(413, "EntityTooLarge",
+                                   "Your proposed upload exceeds the maximum allowed size");
                 send_all(c.fd, serialize(r, false, true, new_request_id()));
                 drain_before_close(c.fd);
                 break;
@@ -1020,7 +1060,8 @@ struct fake_s3::impl {
                 }
             }
             if (!replaced) {
-                resp = target ? handle(req, *target) : s3_error(400, "InvalidURI", "Couldn't parse the specified URI.");
+                resp = target ? handle(req, *target)
+                              : s3_error(400, "InvalidURI", "Couldn't parse the specified URI.");
                 if (fault && fault->when == fault_when::after) {
                     if (!disrupt(fault->action)) break;
                     if (fault->action != fault_action::delay) resp = fault_response(fault->action);
@@ -1078,17 +1119,23 @@ fake_s3::fake_s3(fake_s3_options options) : _impl(std::make_unique<impl>()) {
     s.options = std::move(options);
     for (const auto& b : s.options.buckets) s.buckets.try_emplace(b);
 
-    if (::pipe2(s.wake.data(), O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "fake_s3: pipe2");
+    auto fail = [&s](const char* what) {
+        const int err = errno;
+        for (int fd : {s.listen_fd, s.wake[0], s.wake[1]}) {
+            if (fd >= 0) ::close(fd);
+        }
+        throw std::system_error(err, std::generic_category(), what);
+    };
+    if (::pipe2(s.wake.data(), O_CLOEXEC) != 0) fail("fake_s3: pipe2");
     s.listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s.listen_fd < 0) throw std::system_error(errno, std::generic_category(), "fake_s3: socket");
+    if (s.listen_fd < 0) fail("fake_s3: socket");
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = 0;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(s.listen_fd, 128) != 0) {
-        const int err = errno;
-        ::close(s.listen_fd);
-        throw std::system_error(err, std::generic_category(), "fake_s3: bind/listen on 127.0.0.1:0");
+    if (::bind(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        ::listen(s.listen_fd, 128) != 0) {
+        fail("fake_s3: bind/listen on 127.0.0.1:0");
     }
     socklen_t len = sizeof addr;
     ::getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -1111,9 +1158,13 @@ void fake_s3::stop() {
         }
     }
     s.acceptor.join();
-    // The acceptor is gone, so nothing else touches the list now.
-    for (auto& c : s.connections) c->thread.join();
-    s.connections.clear();
+    // The acceptor is gone, so the list no longer grows; observers may still read it.
+    std::list<std::unique_ptr<connection>> connections;
+    {
+        std::lock_guard lock(s.mu);
+        connections.swap(s.connections);
+    }
+    for (auto& c : connections) c->thread.join();
     ::close(s.listen_fd);
     ::close(s.wake[0]);
     ::close(s.wake[1]);
@@ -1138,7 +1189,8 @@ int fake_s3::add_rule(fault_rule rule) {
 bool fake_s3::remove_rule(int id) {
     std::lock_guard lock(_impl->mu);
     auto& rules = _impl->rules;
-    const auto it = std::find_if(rules.begin(), rules.end(), [&](const active_rule& r) { return r.id == id; });
+    const auto it =
+        std::find_if(rules.begin(), rules.end(), [&](const active_rule& r) { return r.id == id; });
     if (it == rules.end()) return false;
     rules.erase(it);
     return true;

@@ -46,7 +46,7 @@ enum class fault_when {
 };
 
 struct fault_rule {
-    std::string method = "*";  // "GET", "PUT", "HEAD", "DELETE", ...; "*" or "" for any
+    std::string method = "*"; // "GET", "PUT", "HEAD", "DELETE", ...; "*" or "" for any
     // ECMAScript regex, searched (std::regex_search) in the decoded object key and in the
     // request line "METHOD /path?query" as sent; either match counts. ".*" matches all.
     std::string pattern = ".*";
@@ -61,8 +61,8 @@ struct request_record {
     std::string method;
     std::string target; // request target as sent: percent-encoded path and query
     std::string bucket;
-    std::string key;    // decoded; empty for bucket-level requests
-    int status = 0;     // status sent; 0 when no answer was sent (reset, hang, shutdown)
+    std::string key; // decoded; empty for bucket-level requests
+    int status = 0;  // status sent; 0 when no answer was sent (reset, hang, shutdown)
     bool faulted = false;
     std::map<std::string, std::string> headers; // names in lower case
     std::size_t body_size = 0;

@@ -151,8 +151,7 @@ public:
         if (head || r.status == 204 || r.status == 304) return r;
         const auto cl = r.headers.find("content-length");
         if (cl == r.headers.end()) {
-            while (fill()) {
-            }
+            while (fill()) {}
             r.body = std::move(_buf);
             _buf.clear();
             return r;
@@ -226,8 +225,10 @@ std::vector<std::string> list_all(raw_client& c, const std::string& query_base, 
             std::string enc;
             for (char ch : token) {
                 const auto u = static_cast<unsigned char>(ch);
-                if (std::isalnum(u)) enc += ch;
-                else enc += fmt::format("%{:02X}", u);
+                if (std::isalnum(u))
+                    enc += ch;
+                else
+                    enc += fmt::format("%{:02X}", u);
             }
             target += "&continuation-token=" + enc;
         }
@@ -237,7 +238,8 @@ std::vector<std::string> list_all(raw_client& c, const std::string& query_base, 
         REQUIRE(page);
         ++n;
         for (const auto& o : page->objects) keys.push_back(o.key);
-        if (prefixes) prefixes->insert(prefixes->end(), page->common_prefixes.begin(), page->common_prefixes.end());
+        if (prefixes)
+            prefixes->insert(prefixes->end(), page->common_prefixes.begin(), page->common_prefixes.end());
         CHECK(page->key_count == static_cast<int>(page->objects.size() + page->common_prefixes.size()));
         if (!page->is_truncated) break;
         token = page->next_continuation_token;
@@ -364,7 +366,8 @@ TEST_CASE("fake_s3 checks x-amz-content-sha256", "[fake_s3]") {
     CHECK(missing->status == 400);
     CHECK(skiff::s3::parse_error_body(missing->body)->code == "InvalidRequest");
 
-    REQUIRE(c.send_raw(make_request("PUT", obj("k"), "body", {{"x-amz-content-sha256", sha256_hex("other")}}, false)));
+    REQUIRE(c.send_raw(
+        make_request("PUT", obj("k"), "body", {{"x-amz-content-sha256", sha256_hex("other")}}, false)));
     auto mismatch = c.read_response();
     REQUIRE(mismatch);
     CHECK(mismatch->status == 400);
@@ -377,7 +380,8 @@ TEST_CASE("fake_s3 checks x-amz-content-sha256", "[fake_s3]") {
     CHECK(invalid->status == 400);
     CHECK(skiff::s3::parse_error_body(invalid->body)->code == "InvalidArgument");
 
-    REQUIRE(c.send_raw(make_request("PUT", obj("k"), "body", {{"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}}, false)));
+    REQUIRE(c.send_raw(
+        make_request("PUT", obj("k"), "body", {{"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}}, false)));
     auto unsigned_payload = c.read_response();
     REQUIRE(unsigned_payload);
     CHECK(unsigned_payload->status == 200);
@@ -406,8 +410,8 @@ TEST_CASE("fake_s3 stores and verifies x-amz-checksum-crc32c", "[fake_s3]") {
     CHECK(s3.stat_object(bucket, "c")->checksum_crc32c == "4waSgw==");
 
     CHECK(c.request("GET", obj("c")).header("x-amz-checksum-crc32c").empty());
-    CHECK(c.request("GET", obj("c"), "", {{"x-amz-checksum-mode", "ENABLED"}}).header("x-amz-checksum-crc32c") ==
-          "4waSgw==");
+    CHECK(c.request("GET", obj("c"), "", {{"x-amz-checksum-mode", "ENABLED"}})
+              .header("x-amz-checksum-crc32c") == "4waSgw==");
 
     const auto bad = c.request("PUT", obj("d"), "123456789", {{"x-amz-checksum-crc32c", "AAAAAA=="}});
     CHECK(bad.status == 400);
@@ -427,20 +431,14 @@ TEST_CASE("fake_s3 ranged GET", "[fake_s3]") {
         const char* content_range;
     };
     const std::vector<row> rows = {
-        {"bytes=2-5", 206, "2345", "bytes 2-5/10"},
-        {"bytes=7-", 206, "789", "bytes 7-9/10"},
-        {"bytes=-3", 206, "789", "bytes 7-9/10"},
-        {"bytes=-20", 206, "0123456789", "bytes 0-9/10"},
-        {"bytes=5-100", 206, "56789", "bytes 5-9/10"},
-        {"bytes=0-0", 206, "0", "bytes 0-0/10"},
-        {"bytes=9-9", 206, "9", "bytes 9-9/10"},
-        {"bytes=10-", 416, nullptr, "bytes */10"},
-        {"bytes=10-20", 416, nullptr, "bytes */10"},
-        {"bytes=-0", 416, nullptr, "bytes */10"},
+        {"bytes=2-5", 206, "2345", "bytes 2-5/10"},    {"bytes=7-", 206, "789", "bytes 7-9/10"},
+        {"bytes=-3", 206, "789", "bytes 7-9/10"},      {"bytes=-20", 206, "0123456789", "bytes 0-9/10"},
+        {"bytes=5-100", 206, "56789", "bytes 5-9/10"}, {"bytes=0-0", 206, "0", "bytes 0-0/10"},
+        {"bytes=9-9", 206, "9", "bytes 9-9/10"},       {"bytes=10-", 416, nullptr, "bytes */10"},
+        {"bytes=10-20", 416, nullptr, "bytes */10"},   {"bytes=-0", 416, nullptr, "bytes */10"},
         {"bytes=5-2", 200, "0123456789", ""},     // invalid: ignored
         {"bytes=0-1,3-4", 200, "0123456789", ""}, // lists: ignored, as S3 does
-        {"items=0-1", 200, "0123456789", ""},
-        {"bytes=x-y", 200, "0123456789", ""},
+        {"items=0-1", 200, "0123456789", ""},          {"bytes=x-y", 200, "0123456789", ""},
     };
     for (const auto& r : rows) {
         INFO(r.range);
@@ -480,21 +478,25 @@ TEST_CASE("fake_s3 ListObjectsV2 paginates like S3", "[fake_s3]") {
         CHECK(pages == 2);
     }
     SECTION("prefix and start-after") {
-        CHECK(list_all(c, "&prefix=b/&max-keys=1") == std::vector<std::string>{"b/1", "b/2/x", "b/2/y", "b/3"});
+        CHECK(list_all(c, "&prefix=b/&max-keys=1") ==
+              std::vector<std::string>{"b/1", "b/2/x", "b/2/y", "b/3"});
         CHECK(list_all(c, "&start-after=b/2/x") == std::vector<std::string>{"b/2/y", "b/3", "c"});
-        CHECK(list_all(c, "&prefix=b/&start-after=a/9") == std::vector<std::string>{"b/1", "b/2/x", "b/2/y", "b/3"});
+        CHECK(list_all(c, "&prefix=b/&start-after=a/9") ==
+              std::vector<std::string>{"b/1", "b/2/x", "b/2/y", "b/3"});
         CHECK(list_all(c, "&prefix=zzz").empty());
     }
     SECTION("delimiter groups common prefixes, also across page boundaries") {
         for (int max_keys : {1, 2, 1000}) {
             INFO("max-keys " << max_keys);
             std::vector<std::string> prefixes;
-            const auto top = list_all(c, "&delimiter=/&max-keys=" + std::to_string(max_keys), nullptr, &prefixes);
+            const auto top =
+                list_all(c, "&delimiter=/&max-keys=" + std::to_string(max_keys), nullptr, &prefixes);
             CHECK(top == std::vector<std::string>{"c"});
             CHECK(prefixes == std::vector<std::string>{"a/", "b/"});
 
             prefixes.clear();
-            const auto inside = list_all(c, "&prefix=b/&delimiter=/&max-keys=" + std::to_string(max_keys), nullptr, &prefixes);
+            const auto inside = list_all(c, "&prefix=b/&delimiter=/&max-keys=" + std::to_string(max_keys),
+                                         nullptr, &prefixes);
             CHECK(inside == std::vector<std::string>{"b/1", "b/3"});
             CHECK(prefixes == std::vector<std::string>{"b/2/"});
         }
@@ -526,8 +528,8 @@ TEST_CASE("fake_s3 ListObjectsV2 paginates like S3", "[fake_s3]") {
 
 TEST_CASE("fake_s3 ListObjectsV2 with encoding-type=url round-trips odd keys", "[fake_s3]") {
     fake_s3 s3;
-    const std::vector<std::string> keys = {"odd/a b", "odd/a+b", "odd/caf\xC3\xA9", "odd/p%20q", "odd/x&y<z>",
-                                           "odd/\xE6\x97\xA5\xE6\x9C\xAC"};
+    const std::vector<std::string> keys = {"odd/a b",   "odd/a+b",    "odd/caf\xC3\xA9",
+                                           "odd/p%20q", "odd/x&y<z>", "odd/\xE6\x97\xA5\xE6\x9C\xAC"};
     for (const auto& k : keys) s3.put_object(bucket, k, "v");
     raw_client c(s3.port());
     auto sorted = keys;
@@ -600,8 +602,11 @@ TEST_CASE("fake_s3 HTTP details: 100-continue, chunked, pipelining, close", "[fa
     }
     SECTION("chunked request body") {
         raw_client c(s3.port());
-        const std::string req = "PUT " + obj("chunked") + " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                                "x-amz-content-sha256: " + sha256_hex("hello world") + "\r\n\r\n"
+        const std::string req = "PUT " + obj("chunked") +
+                                " HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                                "x-amz-content-sha256: " +
+                                sha256_hex("hello world") +
+                                "\r\n\r\n"
                                 "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nx-trailer: t\r\n\r\n";
         REQUIRE(c.send_raw(req));
         auto r = c.read_response();
@@ -614,7 +619,8 @@ TEST_CASE("fake_s3 HTTP details: 100-continue, chunked, pipelining, close", "[fa
         s3.put_object(bucket, "p1", "one");
         s3.put_object(bucket, "p2", "two");
         raw_client c(s3.port());
-        REQUIRE(c.send_raw(make_request("GET", obj("p1")) + make_request("HEAD", obj("p2")) + make_request("GET", obj("p2"))));
+        REQUIRE(c.send_raw(make_request("GET", obj("p1")) + make_request("HEAD", obj("p2")) +
+                           make_request("GET", obj("p2"))));
         CHECK(c.read_response()->body == "one");
         CHECK(c.read_response(true)->header("content-length") == "3");
         CHECK(c.read_response()->body == "two");
@@ -738,7 +744,8 @@ TEST_CASE("fake_s3 fault: status codes before and after applying", "[fake_s3][fa
         s3.add_rule(query);
         CHECK(c.request("GET", "/" + bucket + "?list-type=2").status == 503);
 
-        CHECK_THROWS(s3.add_rule(fault_rule{"*", "([unclosed", fault_action::reset, fault_when::before, 1, 0ms}));
+        CHECK_THROWS(
+            s3.add_rule(fault_rule{"*", "([unclosed", fault_action::reset, fault_when::before, 1, 0ms}));
     }
     SECTION("HEAD faults carry no body") {
         s3.put_object(bucket, "k", "v");

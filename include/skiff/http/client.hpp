@@ -67,8 +67,11 @@ struct client_config {
     // A response body larger than this fails the request (transport_error with curl_code
     // CURLE_FILESIZE_EXCEEDED) instead of growing memory without bound on a hostile or broken
     // server: rejected at the header when Content-Length announces more, otherwise as soon
-    // as the received bytes pass it. HEAD responses are not limited (they carry no body).
+    // as the received bytes pass it. HEAD, 204 and 304 responses are not limited (no body).
     std::size_t max_response_bytes = std::size_t{256} << 20;
+    // HTTP proxy URL. Empty: no proxy at all — the http_proxy/https_proxy environment is
+    // ignored, so an inherited variable can never reroute S3 traffic (or loopback tests).
+    std::string proxy;
 };
 
 struct client_stats {

@@ -15,9 +15,9 @@
 namespace skiff::s3 {
 
 struct retry_policy {
-    int max_attempts = 10;              // requests per operation, the first one included
-    std::chrono::milliseconds base{25}; // window of the first retry
-    std::chrono::milliseconds cap{2000};// the window never grows beyond this
+    int max_attempts = 10;               // requests per operation, the first one included
+    std::chrono::milliseconds base{25};  // window of the first retry
+    std::chrono::milliseconds cap{2000}; // the window never grows beyond this
 };
 
 // Same representation as skiff::runtime::time_point and duration (steady clock, nanoseconds),
@@ -58,8 +58,7 @@ private:
 // not retryable, when `policy.max_attempts` requests were sent, or when `now + next_delay`
 // reaches `deadline` (a request starting at its deadline cannot finish in time). Use
 // backoff_time_point::max() for "no deadline"; the comparison does not overflow.
-bool should_retry(const error& e, int attempts_so_far, backoff_time_point now,
-                  backoff_time_point deadline, backoff_duration next_delay,
-                  const retry_policy& policy = {});
+bool should_retry(const error& e, int attempts_so_far, backoff_time_point now, backoff_time_point deadline,
+                  backoff_duration next_delay, const retry_policy& policy = {});
 
 } // namespace skiff::s3

@@ -34,8 +34,7 @@ namespace skiff::s3 {
 //    endpoint: only a configuration change fixes them).
 //  - invalid_request: every other 4xx, and 501 NotImplemented.
 //  - bad_response: a status outside 300..599 without an error document.
-error classify_http(int status, std::string_view method, std::string_view body,
-                    std::string_view target = {});
+error classify_http(int status, std::string_view method, std::string_view body, std::string_view target = {});
 
 // Classifies a transfer that produced no HTTP response. `curl_code` is the numeric CURLcode,
 // `curl_message` the CURLOPT_ERRORBUFFER text (or curl_easy_strerror), `endpoint` the

@@ -22,7 +22,7 @@ namespace skiff::s3 {
 inline constexpr std::size_t max_xml_document_size = 16 * 1024 * 1024;
 
 struct object_info {
-    std::string key;           // decoded when the response used EncodingType=url
+    std::string key; // decoded when the response used EncodingType=url
     std::uint64_t size = 0;
     std::string etag;          // as S3 sends it, quotes included (same form as the ETag header)
     std::string last_modified; // ISO 8601 as sent, e.g. "2024-05-01T12:00:00.000Z"
@@ -32,9 +32,9 @@ struct list_page {
     std::vector<object_info> objects;
     std::vector<std::string> common_prefixes; // decoded like keys
     bool is_truncated = false;
-    std::string next_continuation_token;      // non-empty whenever is_truncated
-    std::string start_after;                  // decoded like keys
-    int key_count = 0;                        // objects + common prefixes on this page
+    std::string next_continuation_token; // non-empty whenever is_truncated
+    std::string start_after;             // decoded like keys
+    int key_count = 0;                   // objects + common prefixes on this page
 };
 
 // Parses a ListObjectsV2 response body. Keys, common prefixes and StartAfter are
@@ -47,8 +47,8 @@ struct list_page {
 result<list_page, error> parse_list_objects_v2(std::string_view body);
 
 struct s3_error_body {
-    std::string code;       // e.g. "NoSuchKey"; may be empty if the document lacks it
-    std::string message;    // S3's own sentence, untrusted
+    std::string code;    // e.g. "NoSuchKey"; may be empty if the document lacks it
+    std::string message; // S3's own sentence, untrusted
     std::string request_id;
     std::string resource;
     // Present only for some codes; empty otherwise.

@@ -14,7 +14,9 @@
 #include <span>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace skiff::storage {
@@ -41,6 +43,14 @@ struct store_error {
     std::string message; // one sentence, no secrets
 };
 
+// The key grammar every backend enforces, so that a key valid on one backend is valid on all
+// (the local store maps keys to paths, and S3 would accept almost anything): a key is
+// 1..1024 bytes of '/'-separated components; no component is empty (no leading '/', no "//",
+// no trailing '/'), ".", "..", longer than 255 bytes, or starts with ".tmp." (the local
+// store's temporary files); no NUL byte. nullopt when `key` is valid, otherwise
+// errc::invalid_argument with a sentence naming the problem.
+std::optional<store_error> check_key(std::string_view key);
+
 // Byte range of a GET: [first, last] inclusive, [first, end), or the last n bytes.
 class byte_range {
 public:
@@ -53,6 +63,29 @@ public:
     std::uint64_t first() const noexcept { return _a; }      // bounded/from
     std::uint64_t last() const noexcept { return _b; }       // bounded
     std::uint64_t suffix_length() const noexcept { return _a; } // suffix
+
+    // The inclusive [first, last] slice this range selects in an object of `object_size`
+    // bytes, with S3's rules (RFC 9110 14.1.2): `last` beyond the end is clamped; a suffix
+    // longer than the object selects all of it; nullopt when nothing is selected (first at or
+    // beyond the end, suffix(0), any range of an empty object; S3 answers 416) or when a
+    // bounded range ends before it starts (S3 would ignore such a Range and send everything;
+    // the stores refuse it instead, both with errc::invalid_argument).
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> resolve(std::uint64_t object_size) const noexcept {
+        if (_k == kind::bounded && _b < _a) return std::nullopt;
+        if (object_size == 0) return std::nullopt;
+        switch (_k) {
+        case kind::bounded:
+            if (_a >= object_size) return std::nullopt;
+            return std::pair{_a, _b < object_size ? _b : object_size - 1};
+        case kind::from:
+            if (_a >= object_size) return std::nullopt;
+            return std::pair{_a, object_size - 1};
+        case kind::suffix:
+            if (_a == 0) return std::nullopt;
+            return std::pair{_a >= object_size ? 0 : object_size - _a, object_size - 1};
+        }
+        return std::nullopt;
+    }
 
 private:
     byte_range(kind k, std::uint64_t a, std::uint64_t b) : _k(k), _a(a), _b(b) {}
@@ -94,8 +127,11 @@ public:
     virtual runtime::task<result<std::uint64_t, store_error>> size(std::string key, std::stop_token st) = 0;
     // Removing a missing key succeeds.
     virtual runtime::task<result<void, store_error>> remove(std::string key, std::stop_token st) = 0;
-    // One page of keys starting with `prefix`, in byte order, after `start_after` (exclusive)
-    // or continuing from `token` (from a previous page). At most max_keys entries.
+    // One page of keys starting with `prefix` (a string prefix, as in S3: "a/1" matches
+    // "a/10/x"), in byte order, after `start_after` (exclusive) or continuing from `token`
+    // (next_token of a previous page with the same prefix; opaque, backend-specific). At most
+    // max_keys entries; max_keys <= 0 or above 1000 means 1000 (S3's page limit). A page may
+    // hold fewer entries and still have a next_token.
     virtual runtime::task<result<list_result, store_error>> list(std::string prefix, std::string start_after,
                                                                  std::string token, int max_keys,
                                                                  std::stop_token st) = 0;

@@ -163,14 +163,15 @@ TEST_CASE("backoff full jitter is uniform over the window", "[s3][backoff]") {
 
     // Early attempts draw from their own, smaller window: mean half of 25 ms.
     double early_sum = 0;
-    for (int i = 0; i < draws; ++i) early_sum += std::chrono::duration<double, std::milli>(b.delay(0)).count();
+    for (int i = 0; i < draws; ++i)
+        early_sum += std::chrono::duration<double, std::milli>(b.delay(0)).count();
     CHECK(early_sum / draws == Approx(12.5).epsilon(0.02));
 }
 
 TEST_CASE("should_retry refuses non-retryable errors", "[s3][backoff]") {
-    for (errc c : {errc::not_found, errc::precondition_failed, errc::access_denied,
-                   errc::signature_mismatch, errc::invalid_request, errc::cancelled,
-                   errc::deadline_exceeded, errc::bad_response, errc::config}) {
+    for (errc c : {errc::not_found, errc::precondition_failed, errc::access_denied, errc::signature_mismatch,
+                   errc::invalid_request, errc::cancelled, errc::deadline_exceeded, errc::bad_response,
+                   errc::config}) {
         INFO(skiff::s3::to_string(c));
         CHECK_FALSE(should_retry(make_error(c), 1, t0, t0 + 1h, 10ms));
     }
@@ -209,8 +210,7 @@ TEST_CASE("should_retry respects the deadline", "[s3][backoff]") {
     CHECK(should_retry(e, 1, backoff_time_point{} - 1h, backoff_time_point::max(), 24h));
 }
 
-TEST_CASE("a retry loop driven by a manual clock stays within attempts and deadline",
-          "[s3][backoff]") {
+TEST_CASE("a retry loop driven by a manual clock stays within attempts and deadline", "[s3][backoff]") {
     const auto e = make_error(errc::retryable);
     for (std::uint64_t seed = 1; seed <= 50; ++seed) {
         backoff b(retry_policy{}, seed);

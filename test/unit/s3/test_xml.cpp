@@ -94,7 +94,7 @@ TEST_CASE("ListObjectsV2: common prefixes with a delimiter", "[s3][xml]") {
     REQUIRE(r);
     CHECK(r->key_count == 3);
     REQUIRE(r->objects.size() == 1);
-    CHECK(r->objects[0].etag.empty());         // optional fields may be absent
+    CHECK(r->objects[0].etag.empty()); // optional fields may be absent
     CHECK(r->objects[0].last_modified.empty());
     REQUIRE(r->common_prefixes.size() == 2);
     CHECK(r->common_prefixes[0] == "topics/orders/");
@@ -174,18 +174,23 @@ TEST_CASE("ListObjectsV2: malformed documents are bad_response", "[s3][xml]") {
         {"html", "<html><body>502 Bad Gateway</body></html>", "<html>"},
         {"truncated", truncated_page.substr(0, truncated_page.size() / 2), "not valid XML"},
         {"error document", "<Error><Code>AccessDenied</Code></Error>", "<Error>"},
-        {"no key", "<ListBucketResult><Contents><Size>1</Size></Contents></ListBucketResult>", "without <Key>"},
-        {"empty key", "<ListBucketResult><Contents><Key></Key><Size>1</Size></Contents></ListBucketResult>", "empty key"},
+        {"no key", "<ListBucketResult><Contents><Size>1</Size></Contents></ListBucketResult>",
+         "without <Key>"},
+        {"empty key", "<ListBucketResult><Contents><Key></Key><Size>1</Size></Contents></ListBucketResult>",
+         "empty key"},
         {"no size", "<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>", "no <Size>"},
         {"truncated without token", "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
          "NextContinuationToken"},
-        {"bad IsTruncated", "<ListBucketResult><IsTruncated>yes</IsTruncated></ListBucketResult>", "IsTruncated"},
+        {"bad IsTruncated", "<ListBucketResult><IsTruncated>yes</IsTruncated></ListBucketResult>",
+         "IsTruncated"},
         {"negative KeyCount", "<ListBucketResult><KeyCount>-3</KeyCount></ListBucketResult>", "KeyCount"},
         {"huge KeyCount", "<ListBucketResult><KeyCount>4294967296</KeyCount></ListBucketResult>", "KeyCount"},
         {"prefix without Prefix", "<ListBucketResult><CommonPrefixes/></ListBucketResult>", "CommonPrefixes"},
-        {"bad escape", "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%zz</Key><Size>1</Size></Contents></ListBucketResult>",
+        {"bad escape",
+         "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%zz</Key><Size>1</Size></Contents></ListBucketResult>",
          "URL-encoded"},
-        {"short escape", "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%4</Key><Size>1</Size></Contents></ListBucketResult>",
+        {"short escape",
+         "<ListBucketResult><EncodingType>url</EncodingType><Contents><Key>a%4</Key><Size>1</Size></Contents></ListBucketResult>",
          "URL-encoded"},
         {"two roots", "<ListBucketResult/><ListBucketResult/>", "not valid XML"},
         {"nul bytes", std::string("<ListBucketResult>\0\0\0</ListBucketResult>", 40), ""},
@@ -219,7 +224,9 @@ TEST_CASE("ListObjectsV2: oversized and deeply nested documents", "[s3][xml]") {
 
     // Many objects are fine.
     std::string many = "<ListBucketResult><IsTruncated>false</IsTruncated>";
-    for (int i = 0; i < 1000; ++i) many += "<Contents><Key>k" + std::to_string(i) + "</Key><Size>" + std::to_string(i) + "</Size></Contents>";
+    for (int i = 0; i < 1000; ++i)
+        many += "<Contents><Key>k" + std::to_string(i) + "</Key><Size>" + std::to_string(i) +
+                "</Size></Contents>";
     many += "</ListBucketResult>";
     auto big_page = parse_list_objects_v2(many);
     REQUIRE(big_page);
@@ -291,7 +298,8 @@ TEST_CASE("S3 error bodies are parsed", "[s3][xml]") {
     CHECK(no_code->code.empty());
     CHECK(no_code->message == "odd");
 
-    auto redirect = parse_error_body("<Error><Code>PermanentRedirect</Code><Endpoint>b.s3.eu-west-1.amazonaws.com</Endpoint></Error>");
+    auto redirect = parse_error_body(
+        "<Error><Code>PermanentRedirect</Code><Endpoint>b.s3.eu-west-1.amazonaws.com</Endpoint></Error>");
     REQUIRE(redirect);
     CHECK(redirect->endpoint == "b.s3.eu-west-1.amazonaws.com");
 }
