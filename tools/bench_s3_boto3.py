@@ -80,7 +80,10 @@ def percentile(sorted_vals, p):
 
 
 def make_client(args, conc):
-    cfg = botocore.config.Config(max_pool_connections=conc, s3={"addressing_style": "path"})
+    kw = {}
+    if args.checksums == "when_required":  # no CRC32 on PUT, no x-amz-checksum-mode on GET
+        kw = {"request_checksum_calculation": "when_required", "response_checksum_validation": "when_required"}
+    cfg = botocore.config.Config(max_pool_connections=conc, s3={"addressing_style": "path"}, **kw)
     session = boto3.session.Session()
     return session.client("s3", endpoint_url=args.endpoint, region_name=args.region, config=cfg)
 
@@ -134,7 +137,7 @@ def run_cell(args, op, size, conc, payload):
     user, sys_ = u1 - u0, s1 - s0
     cpu = user + sys_
     j = {
-        "tool": "boto3", "op": op, "size": size_label(size), "size_bytes": size, "concurrency": conc,
+        "tool": "boto3" if args.checksums == "default" else "boto3-nocrc", "op": op, "size": size_label(size), "size_bytes": size, "concurrency": conc,
         "requests": n, "errors": len(errors), "retries": retries[0], "wall_s": wall,
         "p50_ms": percentile(lat, 0.50), "p99_ms": percentile(lat, 0.99), "mean_ms": sum(lat) / n,
         "max_ms": lat[-1], "req_per_s": n / wall, "mib_per_s": n * size / wall / (1 << 20),
@@ -163,6 +166,9 @@ def main():
     ap.add_argument("--min-requests", type=int, default=16)
     ap.add_argument("--prefix", default="bench")
     ap.add_argument("--server-pid", type=int, default=0)
+    ap.add_argument("--checksums", choices=("default", "when_required"), default="default",
+                    help="boto3's flexible checksums: its defaults (CRC32 sent on PUT and checked on GET) "
+                         "or only when an operation requires them")
     ap.add_argument("--json", action="store_true", help="one JSON line per cell (default: a readable line)")
     args = ap.parse_args()
     if not args.endpoint or not args.bucket:

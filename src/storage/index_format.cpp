@@ -40,29 +40,29 @@ std::string encode_index(std::span<const index_entry> entries, std::int32_t inte
 
 result<index_view, format_error> decode_index(std::span<const char> bytes) {
     if (bytes.size() < index_header_size) {
-        return failure(format_error(format_errc::truncated,
+        return failure{format_error(format_errc::truncated,
                                     fmt::format("index of {} bytes is shorter than its {}-byte header", bytes.size(),
-                                                index_header_size)));
+                                                index_header_size))};
     }
     const char* p = bytes.data();
     if (std::string_view(p, 4) != index_magic) {
-        return failure(format_error(format_errc::bad_magic, "index magic is not IDX\\0"));
+        return failure{format_error(format_errc::bad_magic, "index magic is not IDX\\0")};
     }
     const auto version = be::read_u16(p + 4);
     if (version != index_format_version) {
-        return failure(format_error(format_errc::unsupported_version,
-                                    fmt::format("index version {} is not supported (expected 1)", version)));
+        return failure{format_error(format_errc::unsupported_version,
+                                    fmt::format("index version {} is not supported (expected 1)", version))};
     }
     const auto count = be::read_i32(p + 6);
     if (count < 0) {
-        return failure(format_error(format_errc::invalid, fmt::format("negative index entry count {}", count)));
+        return failure{format_error(format_errc::invalid, fmt::format("negative index entry count {}", count))};
     }
     // size_t arithmetic cannot overflow: count < 2^31, so 12 * count < 2^35.
     const std::size_t expected = index_header_size + static_cast<std::size_t>(count) * index_entry_size;
     if (bytes.size() != expected) {
-        return failure(format_error(bytes.size() < expected ? format_errc::truncated : format_errc::invalid,
+        return failure{format_error(bytes.size() < expected ? format_errc::truncated : format_errc::invalid,
                                     fmt::format("index claims {} entries ({} bytes) but has {} bytes", count,
-                                                expected, bytes.size())));
+                                                expected, bytes.size()))};
     }
     index_view v;
     v.interval = be::read_i32(p + 10);
@@ -71,22 +71,22 @@ result<index_view, format_error> decode_index(std::span<const char> bytes) {
         const char* e = p + index_header_size + static_cast<std::size_t>(i) * index_entry_size;
         index_entry entry{be::read_i64(e), be::read_i32(e + 8)};
         if (entry.offset < 0) {
-            return failure(format_error(format_errc::invalid,
-                                        fmt::format("index entry {}: negative offset {}", i, entry.offset)));
+            return failure{format_error(format_errc::invalid,
+                                        fmt::format("index entry {}: negative offset {}", i, entry.offset))};
         }
         if (entry.position < static_cast<std::int32_t>(segment_header_size)) {
-            return failure(format_error(format_errc::invalid,
+            return failure{format_error(format_errc::invalid,
                                         fmt::format("index entry {}: position {} is inside the segment header", i,
-                                                    entry.position)));
+                                                    entry.position))};
         }
         if (!v.entries.empty()) {
             const auto& prev = v.entries.back();
             // Entries point at distinct batch starts, in log order (binary search needs it).
             if (entry.offset <= prev.offset || entry.position <= prev.position) {
-                return failure(format_error(format_errc::invalid,
+                return failure{format_error(format_errc::invalid,
                                             fmt::format("index entry {} ({} @ {}) does not follow entry {} ({} @ {})",
                                                         i, entry.offset, entry.position, i - 1, prev.offset,
-                                                        prev.position)));
+                                                        prev.position))};
             }
         }
         v.entries.push_back(entry);
@@ -114,16 +114,16 @@ result<void, format_error> check_index_fits(const index_view& index, std::int64_
     if (index.entries.empty()) return ok();
     const auto& first = index.entries.front();
     if (first.offset != segment_base_offset || first.position != static_cast<std::int32_t>(segment_header_size)) {
-        return failure(format_error(format_errc::invalid,
+        return failure{format_error(format_errc::invalid,
                                     fmt::format("index starts at offset {} position {}, segment base is {} at 32",
-                                                first.offset, first.position, segment_base_offset)));
+                                                first.offset, first.position, segment_base_offset))};
     }
     // The last indexed batch needs at least a batch header before the footer.
     const auto last = static_cast<std::uint64_t>(index.entries.back().position);
     if (last + batch_header_size + segment_footer_size > segment_size) {
-        return failure(format_error(format_errc::invalid,
+        return failure{format_error(format_errc::invalid,
                                     fmt::format("index position {} leaves no room for a batch in a {}-byte segment",
-                                                last, segment_size)));
+                                                last, segment_size))};
     }
     return ok();
 }
@@ -144,18 +144,18 @@ std::string encode_time_index(const time_index& t) {
 
 result<time_index, format_error> decode_time_index(std::span<const char> bytes) {
     if (bytes.size() < time_index_size) {
-        return failure(format_error(format_errc::truncated,
+        return failure{format_error(format_errc::truncated,
                                     fmt::format("time index of {} bytes is shorter than {}", bytes.size(),
-                                                time_index_size)));
+                                                time_index_size))};
     }
     const char* p = bytes.data() + (bytes.size() - time_index_size);
     if (std::string_view(p, 4) != time_index_magic) {
-        return failure(format_error(format_errc::bad_magic, "time index magic is not KFTF"));
+        return failure{format_error(format_errc::bad_magic, "time index magic is not KFTF")};
     }
     const auto version = be::read_u32(p + 4);
     if (version != time_index_format_version) {
-        return failure(format_error(format_errc::unsupported_version,
-                                    fmt::format("time index version {} is not supported (expected 1)", version)));
+        return failure{format_error(format_errc::unsupported_version,
+                                    fmt::format("time index version {} is not supported (expected 1)", version))};
     }
     time_index t;
     t.min_timestamp = be::read_i64(p + 8);
@@ -163,9 +163,9 @@ result<time_index, format_error> decode_time_index(std::span<const char> bytes) 
     t.min_offset = be::read_i64(p + 24);
     t.max_offset = be::read_i64(p + 32);
     if (t.min_offset < 0 || t.min_offset > t.max_offset) {
-        return failure(format_error(format_errc::invalid,
+        return failure{format_error(format_errc::invalid,
                                     fmt::format("time index offsets {}..{} are not a range", t.min_offset,
-                                                t.max_offset)));
+                                                t.max_offset))};
     }
     return t;
 }

@@ -99,46 +99,39 @@ namespace detail {
 parse_step parse_batch_prefix(std::span<const char> in, bool verify_crc, std::size_t max_batch_bytes,
                               batch_view& out, format_error& err, std::size_t& full_size) {
     full_size = 0;
-    if (in.size() < batch_log_overhead) {
+    if (in.size() <= batch_field::magic) {
+        // Without the magic byte these bytes may be anything (the 16-byte segment footer,
+        // say), so no size is promised even when a length field is readable.
         err = format_error(format_errc::truncated,
                            fmt::format("{} bytes left, a batch needs at least {}", in.size(), batch_header_size));
         return parse_step::incomplete;
     }
     const char* p = in.data();
-    const std::int32_t length = be::read_i32(p + batch_field::batch_length);
-    // Known only when plausible, so a caller may fetch the rest of the batch.
-    const bool length_ok = length >= min_batch_length &&
-                           static_cast<std::uint64_t>(length) <= max_batch_bytes - std::min(max_batch_bytes, batch_log_overhead);
-    const std::size_t full = length_ok ? batch_log_overhead + static_cast<std::size_t>(length) : 0;
-    if (in.size() <= batch_field::magic) {
-        full_size = full;
-        err = format_error(format_errc::truncated,
-                           fmt::format("{} bytes left, a batch needs at least {}", in.size(), batch_header_size));
-        return parse_step::incomplete;
-    }
     // The magic byte sits at offset 16 in every message format version, so old clients get a
     // clear answer before their (differently laid out) bytes are judged as v2.
     const std::int8_t magic = be::read_i8(p + batch_field::magic);
     if (magic == 0 || magic == 1) {
         err = format_error(format_errc::old_message_format,
-                           fmt::format("message format v0/v1 (magic {}) is not supported; upgrade the client", magic));
+                           fmt::format("message format v0/v1 (magic {}) is not supported; upgrade the client", int{magic}));
         return parse_step::bad;
     }
     if (magic != 2) {
-        err = format_error(format_errc::bad_magic, fmt::format("unknown record batch magic {} (expected 2)", magic));
+        err = format_error(format_errc::bad_magic, fmt::format("unknown record batch magic {} (expected 2)", int{magic}));
         return parse_step::bad;
     }
+    const std::int32_t length = be::read_i32(p + batch_field::batch_length);
     if (length < min_batch_length) {
         err = format_error(format_errc::invalid,
                            fmt::format("batch length {} is below the minimum {}", length, min_batch_length));
         return parse_step::bad;
     }
-    if (!length_ok) {
+    const std::size_t full = batch_log_overhead + static_cast<std::size_t>(length);
+    if (full > max_batch_bytes) {
         err = format_error(format_errc::too_large,
-                           fmt::format("batch of {} bytes exceeds the limit of {} bytes",
-                                       batch_log_overhead + static_cast<std::uint64_t>(length), max_batch_bytes));
+                           fmt::format("batch of {} bytes exceeds the limit of {} bytes", full, max_batch_bytes));
         return parse_step::bad;
     }
+    // Known now, so a range reader may fetch the rest of a cut-off batch.
     full_size = full;
     if (in.size() < full) {
         err = format_error(format_errc::truncated,
@@ -198,7 +191,7 @@ result<batch_view, format_error> parse_batch(std::span<const char> bytes, bool v
     format_error err;
     std::size_t full = 0;
     if (detail::parse_batch_prefix(bytes, verify_crc, max_batch_bytes, v, err, full) != detail::parse_step::ok) {
-        return failure(std::move(err));
+        return failure{std::move(err)};
     }
     return v;
 }
@@ -217,13 +210,13 @@ result<std::vector<batch_view>, format_error> split_batches(std::span<const char
             // client (or something between) cut it, and accepting the rest would ack less than
             // was sent.
             err.message = fmt::format("batch {} at byte {}: {}", out.size(), pos, err.message);
-            return failure(std::move(err));
+            return failure{std::move(err)};
         }
         const auto codec = static_cast<unsigned>(v.attributes & attr_compression_mask);
         if (codec > static_cast<unsigned>(compression_codec::zstd)) {
-            return failure(format_error(format_errc::invalid,
+            return failure{format_error(format_errc::invalid,
                                         fmt::format("batch {} at byte {}: unknown compression codec {}", out.size(),
-                                                    pos, codec)));
+                                                    pos, codec))};
         }
         out.push_back(v);
         pos += v.bytes.size();
@@ -271,12 +264,12 @@ bool read_nullable(std::span<const char> in, std::size_t& pos, std::optional<std
 
 result<std::vector<record_view>, format_error> parse_records(const batch_view& batch) {
     if (batch.is_compressed()) {
-        return failure(format_error(format_errc::invalid,
+        return failure{format_error(format_errc::invalid,
                                     fmt::format("batch is {}-compressed; records are not decoded",
-                                                to_string(batch.compression()))));
+                                                to_string(batch.compression())))};
     }
     if (batch.bytes.size() < batch_header_size || batch.record_count < 0) {
-        return failure(format_error(format_errc::invalid, "not a validated batch"));
+        return failure{format_error(format_errc::invalid, "not a validated batch")};
     }
     const auto in = batch.records();
     std::vector<record_view> out;
@@ -289,15 +282,15 @@ result<std::vector<record_view>, format_error> parse_records(const batch_view& b
         const auto idx = static_cast<std::size_t>(i);
         auto len = varint::read_varint(in, pos);
         if (!len) {
-            return failure(format_error(format_errc::truncated,
-                                        fmt::format("record {}: length cut off or malformed", idx)));
+            return failure{format_error(format_errc::truncated,
+                                        fmt::format("record {}: length cut off or malformed", idx))};
         }
         if (*len < 0) {
-            return failure(format_error(format_errc::invalid, fmt::format("record {}: negative length {}", idx, *len)));
+            return failure{format_error(format_errc::invalid, fmt::format("record {}: negative length {}", idx, *len))};
         }
         if (static_cast<std::size_t>(*len) > in.size() - pos) {
-            return failure(format_error(format_errc::truncated,
-                                        fmt::format("record {}: {} bytes run past the batch", idx, *len)));
+            return failure{format_error(format_errc::truncated,
+                                        fmt::format("record {}: {} bytes run past the batch", idx, *len))};
         }
         // Parse inside exactly the record's own bytes, so its length prefix is checked too.
         const auto rec = in.subspan(pos, static_cast<std::size_t>(*len));
@@ -305,50 +298,50 @@ result<std::vector<record_view>, format_error> parse_records(const batch_view& b
         std::size_t rp = 0;
         record_view r;
         if (rp >= rec.size()) {
-            return failure(format_error(format_errc::truncated, fmt::format("record {}: empty", idx)));
+            return failure{format_error(format_errc::truncated, fmt::format("record {}: empty", idx))};
         }
         r.attributes = be::read_i8(rec.data());
         rp = 1;
         auto ts = varint::read_varlong(rec, rp);
         auto od = ts ? varint::read_varint(rec, rp) : std::nullopt;
         if (!ts || !od) {
-            return failure(format_error(format_errc::truncated,
-                                        fmt::format("record {}: timestamp/offset delta cut off or malformed", idx)));
+            return failure{format_error(format_errc::truncated,
+                                        fmt::format("record {}: timestamp/offset delta cut off or malformed", idx))};
         }
         r.timestamp_delta = *ts;
         r.offset_delta = *od;
-        if (!read_nullable(rec, rp, r.key, err, "key", idx)) return failure(std::move(err));
-        if (!read_nullable(rec, rp, r.value, err, "value", idx)) return failure(std::move(err));
+        if (!read_nullable(rec, rp, r.key, err, "key", idx)) return failure{std::move(err)};
+        if (!read_nullable(rec, rp, r.value, err, "value", idx)) return failure{std::move(err)};
         auto hcount = varint::read_varint(rec, rp);
         if (!hcount) {
-            return failure(format_error(format_errc::truncated, fmt::format("record {}: header count cut off", idx)));
+            return failure{format_error(format_errc::truncated, fmt::format("record {}: header count cut off", idx))};
         }
         if (*hcount < 0) {
-            return failure(format_error(format_errc::invalid,
-                                        fmt::format("record {}: negative header count {}", idx, *hcount)));
+            return failure{format_error(format_errc::invalid,
+                                        fmt::format("record {}: negative header count {}", idx, *hcount))};
         }
         // A header takes at least 2 bytes: bound the reservation by the bytes left.
         r.headers.reserve(std::min<std::size_t>(static_cast<std::size_t>(*hcount), (rec.size() - rp) / 2));
         for (std::int32_t h = 0; h < *hcount; ++h) {
             std::optional<std::string_view> key, value;
-            if (!read_nullable(rec, rp, key, err, "header key", idx)) return failure(std::move(err));
+            if (!read_nullable(rec, rp, key, err, "header key", idx)) return failure{std::move(err)};
             if (!key) {
-                return failure(format_error(format_errc::invalid, fmt::format("record {}: null header key", idx)));
+                return failure{format_error(format_errc::invalid, fmt::format("record {}: null header key", idx))};
             }
-            if (!read_nullable(rec, rp, value, err, "header value", idx)) return failure(std::move(err));
+            if (!read_nullable(rec, rp, value, err, "header value", idx)) return failure{std::move(err)};
             r.headers.push_back(header_view{*key, value});
         }
         if (rp != rec.size()) {
-            return failure(format_error(format_errc::invalid,
+            return failure{format_error(format_errc::invalid,
                                         fmt::format("record {}: {} bytes left over inside the record", idx,
-                                                    rec.size() - rp)));
+                                                    rec.size() - rp))};
         }
         out.push_back(std::move(r));
     }
     if (pos != in.size()) {
-        return failure(format_error(format_errc::invalid,
+        return failure{format_error(format_errc::invalid,
                                     fmt::format("{} bytes left over after {} records", in.size() - pos,
-                                                batch.record_count)));
+                                                batch.record_count))};
     }
     return out;
 }
@@ -408,7 +401,7 @@ std::string build_batch(std::int64_t base_offset, const std::vector<record>& rec
     be::write_i64(p + batch_field::base_timestamp, opts.base_timestamp);
     be::write_i64(p + batch_field::max_timestamp, opts.max_timestamp.value_or(static_cast<std::int64_t>(
                                                          static_cast<std::uint64_t>(opts.base_timestamp) +
-                                                         static_cast<std::uint64_t>(max_delta)))));
+                                                         static_cast<std::uint64_t>(max_delta))));
     be::write_i64(p + batch_field::producer_id, opts.producer_id);
     be::write_i16(p + batch_field::producer_epoch, opts.producer_epoch);
     be::write_i32(p + batch_field::base_sequence, opts.base_sequence);

@@ -136,9 +136,8 @@ public:
     // Waits until at least `n` requests were received in total (since the last reset).
     bool wait_for_requests(std::uint64_t n, std::chrono::milliseconds timeout) const;
 
-    struct impl;
-
 private:
+    struct impl;
     std::unique_ptr<impl> _impl;
 };
 

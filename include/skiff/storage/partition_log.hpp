@@ -26,16 +26,13 @@
 #pragma once
 
 #include <skiff/core/result.hpp>
-#include <skiff/runtime/gate.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +60,9 @@ struct log_config {
     std::chrono::milliseconds retry_base{20};
     std::chrono::milliseconds retry_cap{2000};
     bool repair_orphans = true;                // rebuild and upload missing .index files
+    // close() waits this long for uploads to land; then it cancels them, and appends that
+    // were waiting fail (they were never acknowledged).
+    std::chrono::milliseconds close_timeout{30000};
     std::size_t cache_bytes = 32 << 20;        // committed segments kept for readers
     std::function<std::int64_t()> wall_ms;     // segment created-time; null: system clock
 };
@@ -148,9 +148,11 @@ public:
     runtime::task<result<append_result, append_error>> append(std::span<const char> record_set, ack_mode acks,
                                                               std::stop_token st = {});
 
-    // Batches from the one holding `offset` up to max_bytes (at least one whole batch when
-    // any is there) and below the high watermark. An offset at the high watermark returns
-    // no records; below the log start it returns not_found... see read() in the source.
+    // Batches from the one holding `offset` onward, across segments, up to max_bytes (but at
+    // least one whole batch when there is one) and below the high watermark. At the high
+    // watermark: no records. Outside [log start, high watermark]: errc::invalid_argument
+    // (Kafka's OFFSET_OUT_OF_RANGE). Offset gaps are skipped; a corrupt segment is reported
+    // (errc::corrupt) and never served.
     runtime::task<result<read_result, store_error>> read(std::int64_t offset, std::size_t max_bytes,
                                                          std::stop_token st = {});
 
@@ -163,63 +165,18 @@ public:
     // Graceful drain: flush, wait for uploads, stop background work.
     runtime::task<void> close();
 
-    std::int64_t high_watermark() const noexcept { return _hwm; }
-    std::int64_t log_start_offset() const noexcept { return _log_start; }
-    std::int64_t next_offset() const noexcept { return _next_offset; }
-    const restore_report& restored() const noexcept { return _restore; }
+    std::int64_t high_watermark() const noexcept;
+    std::int64_t log_start_offset() const noexcept;
+    std::int64_t next_offset() const noexcept;
+    const restore_report& restored() const noexcept;
     log_stats stats() const noexcept;
-    const partition_id& id() const noexcept { return _id; }
+    const partition_id& id() const noexcept;
 
-    struct impl_segment;
-    struct flush_job;
-    struct waiter;
+    struct state;
 
 private:
-    partition_log(object_store& store, io_budget& budget, partition_id id, log_config cfg);
-    runtime::task<result<void, store_error>> restore();
-    void maybe_flush();
-    void arm_flush_timer();
-    void start_flush();
-    runtime::task<void> run_flush(flush_job* job);
-    runtime::task<void> upload_one(flush_job* job, int which);
-    void commit_ready();
-    void wake_readers();
-    runtime::task<result<std::shared_ptr<const std::string>, store_error>> segment_bytes_for(impl_segment& seg,
-                                                                                             std::stop_token st);
-    runtime::task<void> repair_index(std::int64_t base);
-
-    object_store& _store;
-    io_budget& _budget;
-    partition_id _id;
-    log_config _cfg;
-    runtime::gate _gate;
-
-    std::int64_t _next_offset = 0;
-    std::int64_t _hwm = 0;
-    std::int64_t _log_start = 0;
-
-    // Write buffer: batches waiting for the next flush.
-    std::vector<std::string> _buffer;
-    std::size_t _buffer_bytes = 0;
-    std::int64_t _buffer_records = 0;
-    std::int64_t _buffer_base = 0;
-    std::optional<std::chrono::steady_clock::time_point> _buffer_first_append;
-    bool _buffer_has_waiters = false;
-    std::vector<waiter*> _buffer_waiters;
-
-    std::deque<std::unique_ptr<flush_job>> _inflight;
-    std::size_t _pending_bytes = 0;
-    std::vector<std::coroutine_handle<>> _space_waiters;
-    std::vector<waiter*> _data_waiters;
-
-    std::map<std::int64_t, std::shared_ptr<impl_segment>> _segments; // by base offset
-    std::size_t _cache_used = 0;
-    std::deque<std::int64_t> _cache_order;
-
-    std::unique_ptr<class flush_timer> _timer;
-    restore_report _restore;
-    log_stats _stats;
-    bool _closing = false;
+    explicit partition_log(std::unique_ptr<state> s);
+    std::unique_ptr<state> _s;
 };
 
 } // namespace skiff::storage

@@ -110,10 +110,11 @@ struct walk_result {
     std::vector<batch_view> batches;   // complete batches with last_offset() >= min_offset
     std::span<const char> selected;    // their bytes: from the first of them to `consumed`
     std::size_t consumed = 0;          // bytes of complete batches walked, skipped ones included
-    // > 0 when the input ends inside a batch whose header gave its size: the whole size of that
-    // batch (12 + batchLength), so a reader can GET [start + consumed, + pending_batch_size).
-    // 0 when the input ends on a batch boundary or with too few bytes to read a length (e.g.
-    // the 16-byte footer when the range ran to the end of the object).
+    // > 0 when the input ends inside a batch whose first 17 bytes (up to the magic) are
+    // present: the whole size of that batch (12 + batchLength), so a reader can GET
+    // [start + consumed, + pending_batch_size). 0 when the input ends on a batch boundary or
+    // fewer than 17 bytes follow it — in particular when the range ran into the 16-byte
+    // footer, which can thus never pass for a batch.
     std::size_t pending_batch_size = 0;
 };
 

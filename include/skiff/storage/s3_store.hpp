@@ -1,0 +1,67 @@
+// The S3 object store: object_store over s3::client. Key K lives at <prefix>K in the bucket,
+// where "s3://bucket/some/prefix" gives the prefix "some/prefix/" (a '/' is added when
+// missing, so "s3://b/p" and "s3://b/p/" are the same store) and "s3://bucket" none.
+//
+// put sends x-amz-checksum-crc32c (S3 verifies the body against it) and, for if_absent,
+// If-None-Match: * (S3's conditional write: the PUT fails 412 when the key exists, atomically
+// on the server). get, size (HEAD), remove and list (ListObjectsV2, keys returned without the
+// store's prefix) map one-to-one onto S3 requests; the client retries transient failures under
+// its own deadline, so an error from here has already been retried.
+//
+// Errors keep the S3 client's sentence, prefixed with the operation and the object:
+//   s3::errc::retryable, bad_response          → transient
+//   not_found, precondition_failed, cancelled, deadline_exceeded → the same
+//   InvalidRange (HTTP 416)                    → invalid_argument
+//   access_denied, signature_mismatch, invalid_request, config → permanent
+//
+// A store borrows its client: both belong to one core, and the client must outlive the store.
+#pragma once
+
+#include <skiff/storage/object_store.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace skiff::s3 {
+class client;
+struct error;
+} // namespace skiff::s3
+
+namespace skiff::storage {
+
+class s3_store final : public object_store {
+public:
+    // `url` is "s3://bucket" or "s3://bucket/prefix". Fails with errc::invalid_argument when
+    // it is not of that form. Does no I/O (the bucket is not checked).
+    static result<std::unique_ptr<s3_store>, store_error> create(s3::client& client, std::string_view url);
+
+    runtime::task<result<void, store_error>> put(std::string key, std::span<const char> body, bool if_absent,
+                                                 std::stop_token st) override;
+    runtime::task<result<get_result, store_error>> get(std::string key, std::optional<byte_range> range,
+                                                       std::stop_token st) override;
+    runtime::task<result<std::uint64_t, store_error>> size(std::string key, std::stop_token st) override;
+    runtime::task<result<void, store_error>> remove(std::string key, std::stop_token st) override;
+    // next_token is S3's continuation token.
+    runtime::task<result<list_result, store_error>> list(std::string prefix, std::string start_after,
+                                                         std::string token, int max_keys,
+                                                         std::stop_token st) override;
+    std::string describe() const override; // "s3://bucket/prefix/"
+
+    const std::string& bucket() const noexcept { return _bucket; }
+    const std::string& prefix() const noexcept { return _prefix; }
+    // The S3 key that holds `key`.
+    std::string object_key(std::string_view key) const;
+
+    // The error mapping above; `what` is e.g. "put of 's3://bucket/key'".
+    static store_error map_error(const s3::error& e, std::string_view what);
+
+private:
+    s3_store(s3::client& client, std::string bucket, std::string prefix);
+
+    s3::client& _client;
+    std::string _bucket;
+    std::string _prefix; // empty or ending in '/'
+};
+
+} // namespace skiff::storage

@@ -1,0 +1,775 @@
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/reactor.hpp>
+#include <skiff/runtime/semaphore.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/index_format.hpp>
+#include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/record_batch.hpp>
+#include <skiff/storage/segment_format.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <deque>
+#include <map>
+#include <random>
+
+namespace skiff::storage {
+
+std::string partition_prefix(const std::string& ns, const partition_id& p) {
+    return fmt::format("{}/{}/{}/", ns, p.topic, p.partition);
+}
+std::string segment_key(const std::string& ns, const partition_id& p, std::int64_t base) {
+    return fmt::format("{}segment-{:020}.kfs", partition_prefix(ns, p), base);
+}
+std::string index_key(const std::string& ns, const partition_id& p, std::int64_t base) {
+    return fmt::format("{}segment-{:020}.index", partition_prefix(ns, p), base);
+}
+
+namespace {
+
+using clock_t_ = std::chrono::steady_clock;
+
+// One producer waiting for its data to become durable. Shared between the append coroutine
+// and the flush that carries the data, so either side may finish first.
+struct ack_state {
+    std::coroutine_handle<> h;
+    bool resolved = false;
+    std::optional<append_errc> error;
+    void resolve(std::optional<append_errc> e) {
+        if (resolved) return;
+        resolved = true;
+        error = e;
+        if (h) runtime::reactor::local().schedule(h);
+    }
+};
+
+// Suspends until the ack is resolved, the timeout passes or the stop token fires. A
+// timeout or stop resolves the ack as failed: the data stays in its flush and is still
+// uploaded, but this producer is never told "success".
+class ack_awaiter {
+public:
+    ack_awaiter(std::shared_ptr<ack_state> s, std::chrono::milliseconds timeout, std::stop_token st)
+        : _s(std::move(s)), _timeout(timeout), _st(std::move(st)),
+          _timer([s = _s.get()] { s->resolve(append_errc::timed_out); }) {}
+    bool await_ready() const noexcept { return _s->resolved; }
+    void await_suspend(std::coroutine_handle<> h) {
+        _s->h = h;
+        _timer.arm_after(_timeout);
+        if (_st.stop_possible()) _cb.emplace(_st, stopper{_s.get()});
+    }
+    void await_resume() {
+        _timer.cancel();
+        _cb.reset();
+    }
+
+private:
+    struct stopper {
+        ack_state* s;
+        void operator()() noexcept { s->resolve(append_errc::cancelled); }
+    };
+    std::shared_ptr<ack_state> _s;
+    std::chrono::milliseconds _timeout;
+    std::stop_token _st;
+    runtime::timer _timer;
+    std::optional<std::stop_callback<stopper>> _cb;
+};
+
+struct data_waiter {
+    std::int64_t offset;
+    std::shared_ptr<ack_state> state;
+};
+
+std::optional<std::int64_t> parse_segment_name(std::string_view name, std::string_view ext) {
+    constexpr std::string_view pre = "segment-";
+    if (name.size() != pre.size() + 20 + ext.size()) return std::nullopt;
+    if (name.substr(0, pre.size()) != pre || name.substr(pre.size() + 20) != ext) return std::nullopt;
+    std::int64_t v = 0;
+    auto digits = name.substr(pre.size(), 20);
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec != std::errc{} || p != digits.data() + digits.size() || v < 0) return std::nullopt;
+    return v;
+}
+
+} // namespace
+
+// A committed or restored segment as readers know it.
+struct segment_entry {
+    std::int64_t base = 0;
+    std::int64_t last = -1;          // -1: not known (restored, not the newest)
+    std::uint64_t kfs_size = 0;
+    bool has_index = false;
+    bool corrupt = false;
+    std::shared_ptr<const std::string> bytes; // whole .kfs when cached
+    std::shared_ptr<const std::string> index; // whole .index when loaded
+};
+
+// A sealed segment on its way to the store.
+struct flush_job {
+    std::int64_t base = 0;
+    std::int64_t last = 0;
+    std::int32_t records = 0;
+    std::shared_ptr<const std::string> kfs;
+    std::shared_ptr<const std::string> index;
+    bool started = false;
+    bool stored[2] = {false, false}; // kfs, index
+    bool failed = false;
+    std::vector<std::shared_ptr<ack_state>> waiters;
+    std::vector<runtime::semaphore::units> memory;
+    clock_t_::time_point sealed_at;
+    bool done() const noexcept { return stored[0] && stored[1]; }
+};
+
+struct partition_log::state {
+    state(object_store& st, io_budget& b, partition_id i, log_config c)
+        : store(st), budget(b), id(std::move(i)), cfg(std::move(c)),
+          memory(cfg.max_pending_bytes, "log-memory"),
+          flush_timer([this] { on_flush_timer(); }),
+          rng(std::random_device{}()) {
+        if (!cfg.wall_ms) {
+            cfg.wall_ms = [] {
+                return std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+            };
+        }
+        if (cfg.max_inflight_flushes < 1) cfg.max_inflight_flushes = 1;
+    }
+
+    object_store& store;
+    io_budget& budget;
+    partition_id id;
+    log_config cfg;
+    runtime::gate gate{"partition-log"};
+    runtime::semaphore memory;
+    runtime::timer flush_timer;
+    std::mt19937_64 rng;
+
+    std::int64_t next_offset = 0;
+    std::int64_t hwm = 0;
+    std::int64_t log_start = 0;
+
+    // The active buffer is the segment being built: appends copy their batches straight
+    // into the bytes that will become the .kfs.
+    std::optional<segment_builder> builder;
+    std::int64_t builder_records = 0;
+    std::optional<clock_t_::time_point> builder_first_append;
+    std::optional<clock_t_::time_point> builder_first_waiter;
+    std::vector<std::shared_ptr<ack_state>> builder_waiters;
+    std::vector<runtime::semaphore::units> builder_memory;
+
+    std::deque<std::unique_ptr<flush_job>> jobs; // sealed, in offset order
+    int uploading = 0;
+
+    std::map<std::int64_t, segment_entry> segments;
+    std::deque<std::int64_t> cache_lru; // bases whose bytes are cached, oldest first
+    std::size_t cache_used = 0;
+
+    std::vector<data_waiter> data_waiters;
+    std::vector<std::coroutine_handle<>> drain_waiters;
+
+    restore_report report;
+    log_stats stats;
+    bool closing = false;
+
+    // ---- write path ---------------------------------------------------------------------
+
+    std::size_t pending_bytes() const noexcept {
+        return static_cast<std::size_t>(static_cast<std::int64_t>(memory.capacity()) - memory.available());
+    }
+
+    // Seals the active buffer into a flush job (objects built once, here).
+    void seal() {
+        if (!builder || builder->empty()) return;
+        auto job = std::make_unique<flush_job>();
+        auto built = std::move(*builder).finish(cfg.wall_ms());
+        builder.reset();
+        job->base = built.meta.base_offset;
+        job->last = built.meta.last_offset;
+        job->records = built.meta.message_count;
+        job->kfs = std::make_shared<const std::string>(std::move(built.kfs));
+        job->index = std::make_shared<const std::string>(std::move(built.index));
+        job->waiters = std::move(builder_waiters);
+        job->memory = std::move(builder_memory);
+        job->sealed_at = clock_t_::now();
+        builder_waiters.clear();
+        builder_memory.clear();
+        builder_records = 0;
+        builder_first_append.reset();
+        builder_first_waiter.reset();
+        flush_timer.cancel();
+        jobs.push_back(std::move(job));
+    }
+
+    // Starts uploads for sealed jobs while the pipelining depth allows.
+    void pump() {
+        for (auto& j : jobs) {
+            if (uploading >= cfg.max_inflight_flushes) break;
+            if (j->started) continue;
+            j->started = true;
+            ++uploading;
+            ++stats.flushes;
+            stats.flushed_bytes += j->kfs->size() + j->index->size();
+            auto spawned = gate.spawn(run_job(j.get()));
+            if (!spawned) {
+                --uploading;
+                j->failed = true;
+            }
+        }
+    }
+
+    // Decides whether the active buffer should become a segment now, or arms the timer.
+    void maybe_flush() {
+        if (!builder || builder->empty()) return;
+        const bool size_due = builder->body_bytes() >= cfg.segment_bytes ||
+                              builder_records >= static_cast<std::int64_t>(cfg.segment_records);
+        const bool slot_free = uploading < cfg.max_inflight_flushes;
+        auto now = clock_t_::now();
+        auto due = *builder_first_append + cfg.max_age;
+        if (builder_first_waiter) due = std::min(due, *builder_first_waiter + cfg.linger);
+        if (size_due || closing || (slot_free && now >= due)) {
+            // A size-due buffer is sealed even when no slot is free (memory bounds the
+            // queue); a time-due one waits for a slot and meanwhile keeps gathering.
+            if (size_due || slot_free || closing) {
+                seal();
+                pump();
+                return;
+            }
+        }
+        if (now < due) {
+            auto rnow = runtime::reactor::local().now();
+            flush_timer.arm(rnow + std::chrono::duration_cast<runtime::duration>(due - now));
+        }
+    }
+
+    void on_flush_timer() { maybe_flush(); }
+
+    std::chrono::nanoseconds backoff(int attempt) {
+        auto cap = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.retry_cap);
+        auto base = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.retry_base);
+        auto window = base * (std::int64_t{1} << std::min(attempt, 20));
+        if (window > cap || window.count() <= 0) window = cap;
+        std::uniform_int_distribution<std::int64_t> d(0, std::max<std::int64_t>(window.count(), 1));
+        return std::chrono::nanoseconds(d(rng));
+    }
+
+    // Uploads one object of a job until it is stored or the log shuts down. Retries use the
+    // same key and the same bytes: a segment never changes once built.
+    runtime::task<void> upload(flush_job* job, int which) {
+        const std::string key = which == 0 ? segment_key(cfg.ns, id, job->base) : index_key(cfg.ns, id, job->base);
+        std::shared_ptr<const std::string> body = which == 0 ? job->kfs : job->index;
+        std::stop_token st = gate.stop_token();
+        for (int attempt = 0;; ++attempt) {
+            auto permit = co_await budget.acquire(io_budget::priority::high, st);
+            if (!permit) {
+                job->failed = true;
+                co_return;
+            }
+            std::span<const char> bytes(body->data(), body->size());
+            auto r = co_await store.put(key, bytes, false, st);
+            permit->release();
+            if (r) {
+                budget.on_success();
+                job->stored[which] = true;
+                co_return;
+            }
+            if (r.error().code == errc::cancelled || st.stop_requested()) {
+                job->failed = true;
+                co_return;
+            }
+            if (r.error().code == errc::transient) budget.on_throttled();
+            ++stats.upload_retries;
+            if (attempt == 0 || attempt % 10 == 0) {
+                log::warn("upload of {} failed ({}); retrying", key, r.error().message);
+            }
+            auto slept = co_await runtime::sleep(backoff(attempt), st);
+            if (!slept) {
+                job->failed = true;
+                co_return;
+            }
+        }
+    }
+
+    runtime::task<void> run_job(flush_job* job) {
+        if (cfg.mode == upload_mode::parallel) {
+            // The idea skiff is built around: both objects in one round trip.
+            co_await runtime::when_all(upload(job, 0), upload(job, 1));
+        } else {
+            co_await upload(job, 0);
+            if (!job->failed) co_await upload(job, 1);
+        }
+        --uploading;
+        commit_ready();
+        maybe_flush();
+        pump();
+    }
+
+    // Commits finished jobs strictly in offset order and acknowledges their producers.
+    void commit_ready() {
+        bool moved = false;
+        while (!jobs.empty()) {
+            auto& j = *jobs.front();
+            if (j.done()) {
+                segment_entry e;
+                e.base = j.base;
+                e.last = j.last;
+                e.kfs_size = j.kfs->size();
+                e.has_index = true;
+                e.bytes = j.kfs;
+                e.index = j.index;
+                segments[e.base] = std::move(e);
+                cache_insert(j.base, j.kfs->size());
+                hwm = j.last + 1;
+                moved = true;
+                for (auto& w : j.waiters) w->resolve(std::nullopt);
+                jobs.pop_front(); // releases the job's memory units
+                continue;
+            }
+            if (j.failed && closing) {
+                // Shutdown cut this upload short: nothing from here on can be acknowledged.
+                for (auto& job : jobs) {
+                    for (auto& w : job->waiters) w->resolve(append_errc::shutting_down);
+                }
+                jobs.clear();
+            }
+            break;
+        }
+        if (moved) wake_readers();
+        if (jobs.empty() && (!builder || builder->empty())) {
+            for (auto h : std::exchange(drain_waiters, {})) runtime::reactor::local().schedule(h);
+        }
+    }
+
+    void wake_readers() {
+        auto it = std::remove_if(data_waiters.begin(), data_waiters.end(), [this](data_waiter& w) {
+            if (w.state->resolved) return true;
+            if (hwm > w.offset) {
+                w.state->resolve(std::nullopt);
+                return true;
+            }
+            return false;
+        });
+        data_waiters.erase(it, data_waiters.end());
+    }
+
+    void cache_insert(std::int64_t base, std::size_t size) {
+        cache_lru.push_back(base);
+        cache_used += size;
+        while (cache_used > cfg.cache_bytes && cache_lru.size() > 1) {
+            auto victim = cache_lru.front();
+            cache_lru.pop_front();
+            auto it = segments.find(victim);
+            if (it != segments.end() && it->second.bytes) {
+                cache_used -= it->second.bytes->size();
+                it->second.bytes.reset();
+            }
+        }
+    }
+
+    // ---- read path ----------------------------------------------------------------------
+
+    runtime::task<result<std::shared_ptr<const std::string>, store_error>> load_index(segment_entry& e,
+                                                                                      std::stop_token st) {
+        if (e.index) co_return e.index;
+        auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+        if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+        auto r = co_await store.get(index_key(cfg.ns, id, e.base), std::nullopt, st);
+        if (!r) co_return failure{std::move(r).error()};
+        auto idx = decode_index(r->data);
+        if (!idx) co_return failure{store_error(errc::corrupt, idx.error().message)};
+        e.index = std::make_shared<const std::string>(std::move(r->data));
+        co_return e.index;
+    }
+
+    // Bytes of a segment from the batch that holds `offset` to the end of the body, and the
+    // absolute position they start at.
+    struct segment_slice {
+        std::shared_ptr<const std::string> owner;
+        std::span<const char> body_part;
+    };
+
+    runtime::task<result<segment_slice, store_error>> slice_for(std::int64_t base, std::int64_t offset,
+                                                                std::stop_token st) {
+        auto& e = segments.at(base);
+        if (e.bytes) {
+            ++stats.cache_hits;
+            const auto& b = *e.bytes;
+            co_return segment_slice{e.bytes, std::span<const char>(b.data() + segment_header_size,
+                                                                   b.size() - segment_header_size - segment_footer_size)};
+        }
+        ++stats.cache_misses;
+        std::uint64_t pos = segment_header_size;
+        if (e.has_index) {
+            auto idx = co_await load_index(e, st);
+            if (idx) {
+                auto view = decode_index(**idx);
+                if (view) pos = static_cast<std::uint64_t>(std::max<std::int32_t>(lookup(*view, offset),
+                                                                                  static_cast<std::int32_t>(segment_header_size)));
+            } else if (idx.error().code == errc::cancelled) {
+                co_return failure{std::move(idx).error()};
+            } else {
+                // A missing or unreadable index falls back to walking the whole segment.
+                log::warn("{}: index of segment {} unusable ({}); walking the segment", store.describe(), base,
+                          idx.error().message);
+                e.has_index = false;
+            }
+        }
+        auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+        if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+        const bool whole = pos == segment_header_size;
+        std::optional<byte_range> range;
+        if (!whole) range = byte_range::from(pos);
+        auto r = co_await store.get(segment_key(cfg.ns, id, base), range, st);
+        permit->release();
+        if (!r) co_return failure{std::move(r).error()};
+        auto data = std::make_shared<std::string>(std::move(r->data));
+        if (whole) {
+            // Validate what we cache: a segment with a wrong footer is never served.
+            auto seg = decode_segment(*data);
+            if (!seg) {
+                e.corrupt = true;
+                co_return failure{store_error(errc::corrupt, fmt::format("segment {} of {}/{} is corrupt: {}", base,
+                                                                         id.topic, id.partition, seg.error().message))};
+            }
+            e.last = seg->last_offset();
+            e.kfs_size = data->size();
+            std::shared_ptr<const std::string> shared = data;
+            e.bytes = shared;
+            cache_insert(base, data->size());
+            co_return segment_slice{shared, std::span<const char>(shared->data() + segment_header_size,
+                                                                  shared->size() - segment_header_size - segment_footer_size)};
+        }
+        // Ranged read: the tail holds the footer; the walker stops at the last whole batch.
+        std::shared_ptr<const std::string> shared = data;
+        co_return segment_slice{shared, std::span<const char>(shared->data(), shared->size())};
+    }
+
+    // ---- restore ------------------------------------------------------------------------
+
+    runtime::task<result<void, store_error>> restore() {
+        const std::string prefix = partition_prefix(cfg.ns, id);
+        std::map<std::int64_t, std::uint64_t> kfs;
+        std::map<std::int64_t, bool> idx;
+        std::string token;
+        for (;;) {
+            auto page = co_await store.list(prefix, "", token, 1000, {});
+            if (!page) co_return failure{std::move(page).error()};
+            ++report.list_pages;
+            for (auto& o : page->objects) {
+                std::string_view name(o.key);
+                name.remove_prefix(prefix.size());
+                if (auto b = parse_segment_name(name, ".kfs")) kfs[*b] = o.size;
+                else if (auto b2 = parse_segment_name(name, ".index")) idx[*b2] = true;
+            }
+            if (page->next_token.empty()) break;
+            token = page->next_token;
+        }
+        std::int64_t orphan_floor = 0;
+        for (auto& [base, _] : idx) {
+            if (!kfs.count(base)) {
+                ++report.orphan_index;
+                // Never build a new segment at this base: its new .kfs could be paired with
+                // this stale .index if the new .index upload failed.
+                orphan_floor = std::max(orphan_floor, base + 1);
+                log::warn("{}{}: .index of segment {} has no .kfs; ignored", store.describe(), prefix, base);
+            }
+        }
+        std::vector<std::int64_t> to_repair;
+        for (auto& [base, size] : kfs) {
+            segment_entry e;
+            e.base = base;
+            e.kfs_size = size;
+            e.has_index = idx.count(base) > 0;
+            if (!e.has_index) {
+                ++report.orphan_kfs;
+                to_repair.push_back(base);
+                log::warn("{}{}: segment {} has no .index; it is served by walking it", store.describe(), prefix, base);
+            }
+            segments[base] = std::move(e);
+        }
+        // The next offset comes from the newest valid segment's footer: one 16-byte GET.
+        while (!segments.empty()) {
+            auto& newest = segments.rbegin()->second;
+            ++report.gets;
+            auto tail = co_await store.get(segment_key(cfg.ns, id, newest.base), byte_range::suffix(segment_footer_size), {});
+            if (!tail) {
+                if (tail.error().code == errc::not_found) {
+                    segments.erase(newest.base);
+                    continue;
+                }
+                co_return failure{std::move(tail).error()};
+            }
+            auto footer = parse_segment_footer(tail->data);
+            if (!footer || footer->last_offset < newest.base) {
+                ++report.corrupt;
+                log::error("{}{}: segment {} has a missing or wrong footer; it is not served", store.describe(), prefix,
+                           newest.base);
+                newest.corrupt = true;
+                // A corrupt newest segment still reserves its base offset: new segments start
+                // after it so its key is never reused for different bytes.
+                next_offset = std::max(next_offset, newest.base + 1);
+                auto base = newest.base;
+                segments.erase(base);
+                continue;
+            }
+            newest.last = footer->last_offset;
+            next_offset = std::max(next_offset, footer->last_offset + 1);
+            break;
+        }
+        // Interior segments end where the next one begins (an upper bound if there is a gap).
+        std::int64_t prev_base = -1;
+        for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
+            if (prev_base >= 0 && it->second.last < 0) it->second.last = prev_base - 1;
+            prev_base = it->first;
+        }
+        next_offset = std::max(next_offset, orphan_floor);
+        hwm = next_offset;
+        log_start = segments.empty() ? next_offset : segments.begin()->first;
+        report.segments = segments.size();
+        report.next_offset = next_offset;
+        if (cfg.repair_orphans) {
+            for (auto base : to_repair) {
+                if (segments.count(base)) (void)gate.spawn(repair(base));
+            }
+        }
+        co_return ok();
+    }
+
+    // Rebuilds a missing .index from its .kfs and uploads it.
+    runtime::task<void> repair(std::int64_t base) {
+        std::stop_token st = gate.stop_token();
+        auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+        if (!permit) co_return;
+        auto whole = co_await store.get(segment_key(cfg.ns, id, base), std::nullopt, st);
+        if (!whole) co_return;
+        auto rebuilt = rebuild_index(whole->data, cfg.index_interval);
+        if (!rebuilt) {
+            log::error("cannot rebuild the index of segment {}: {}", base, rebuilt.error().message);
+            co_return;
+        }
+        std::string index = std::move(*rebuilt);
+        auto put = co_await store.put(index_key(cfg.ns, id, base), std::span<const char>(index.data(), index.size()),
+                                      true, st);
+        if (put || put.error().code == errc::precondition_failed) {
+            ++report.repaired;
+            auto it = segments.find(base);
+            if (it != segments.end()) {
+                it->second.has_index = true;
+                it->second.index = std::make_shared<const std::string>(std::move(index));
+            }
+            log::info("rebuilt the index of segment {} of {}/{}", base, id.topic, id.partition);
+        }
+    }
+};
+
+partition_log::partition_log(std::unique_ptr<state> s) : _s(std::move(s)) {}
+
+partition_log::~partition_log() {
+    if (_s && _s->gate.count() != 0) {
+        log::error("partition {}/{} destroyed without close(); background uploads abandoned", _s->id.topic,
+                   _s->id.partition);
+    }
+}
+
+runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log::open(object_store& store,
+                                                                                      io_budget& budget,
+                                                                                      partition_id id,
+                                                                                      log_config cfg) {
+    auto s = std::make_unique<state>(store, budget, std::move(id), std::move(cfg));
+    auto r = co_await s->restore();
+    if (!r) co_return failure{std::move(r).error()};
+    log::info("restored {}{}: {} segments, next offset {}, {} orphan .kfs, {} orphan .index, {} corrupt",
+              store.describe(), partition_prefix(s->cfg.ns, s->id), s->report.segments, s->report.next_offset,
+              s->report.orphan_kfs, s->report.orphan_index, s->report.corrupt);
+    co_return std::unique_ptr<partition_log>(new partition_log(std::move(s)));
+}
+
+runtime::task<result<append_result, append_error>> partition_log::append(std::span<const char> record_set,
+                                                                         ack_mode acks, std::stop_token st) {
+    auto& s = *_s;
+    if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
+    auto batches = split_batches(record_set);
+    if (!batches) {
+        const bool old = batches.error().message.find("magic") != std::string::npos &&
+                         batches.error().message.find("not supported") != std::string::npos;
+        co_return failure{append_error(old ? append_errc::unsupported_version : append_errc::corrupt_message,
+                                       batches.error().message)};
+    }
+    if (batches->empty()) co_return failure{append_error(append_errc::corrupt_message, "empty record set")};
+
+    // Memory bound: buffered + in flight. At the bound the producer waits here.
+    const std::size_t need = std::min(record_set.size(), s.cfg.max_pending_bytes);
+    auto units = co_await s.memory.acquire(need, st);
+    if (!units) {
+        co_return failure{append_error(runtime::is_cancelled(units.error()) ? append_errc::cancelled
+                                                                             : append_errc::shutting_down,
+                                       "no room for the append")};
+    }
+    if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
+
+    // Rotate first if this record set would push the buffer past the segment size.
+    if (s.builder && !s.builder->empty() && s.builder->body_bytes() + record_set.size() > s.cfg.segment_bytes) {
+        s.seal();
+        s.pump();
+    }
+    if (!s.builder) {
+        s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + record_set.size());
+        s.builder_first_append = clock_t_::now();
+    }
+    append_result out;
+    out.base_offset = s.next_offset;
+    for (auto& b : *batches) {
+        auto assigned = s.builder->append(b);
+        if (!assigned) {
+            // Nothing of a rejected batch is kept; earlier batches of this set are (Kafka
+            // validates whole sets first, and split_batches already did).
+            co_return failure{append_error(append_errc::corrupt_message, assigned.error().message)};
+        }
+    }
+    out.last_offset = s.builder->next_offset() - 1;
+    s.next_offset = s.builder->next_offset();
+    s.builder_records += out.last_offset - out.base_offset + 1;
+    s.builder_memory.push_back(std::move(*units));
+    ++s.stats.appends;
+    s.stats.appended_records += static_cast<std::uint64_t>(out.last_offset - out.base_offset + 1);
+
+    if (acks != ack_mode::durable) {
+        s.maybe_flush();
+        co_return out;
+    }
+    auto ack = std::make_shared<ack_state>();
+    s.builder_waiters.push_back(ack);
+    if (!s.builder_first_waiter) s.builder_first_waiter = clock_t_::now();
+    s.maybe_flush();
+    co_await ack_awaiter(ack, s.cfg.append_timeout, st);
+    if (ack->error) {
+        if (*ack->error == append_errc::timed_out) ++s.stats.timed_out_appends;
+        co_return failure{append_error(*ack->error, *ack->error == append_errc::timed_out
+                                                        ? "not durable within the append timeout; still retrying"
+                                                        : "not acknowledged")};
+    }
+    co_return out;
+}
+
+runtime::task<result<read_result, store_error>> partition_log::read(std::int64_t offset, std::size_t max_bytes,
+                                                                    std::stop_token st) {
+    auto& s = *_s;
+    read_result out;
+    out.high_watermark = s.hwm;
+    out.log_start_offset = s.log_start;
+    if (offset < s.log_start || offset > s.hwm) {
+        co_return failure{store_error(errc::invalid_argument,
+                                      fmt::format("offset {} is outside [{}, {}]", offset, s.log_start, s.hwm))};
+    }
+    std::int64_t cur = offset;
+    while (cur < s.hwm && (out.records.empty() || out.records.size() < max_bytes)) {
+        auto it = s.segments.upper_bound(cur);
+        if (it != s.segments.begin()) {
+            auto prev = std::prev(it);
+            if (prev->second.last < 0 || prev->second.last >= cur) it = prev;
+        }
+        if (it == s.segments.end()) break;
+        if (it->first > cur) cur = it->first; // skip a gap
+        if (it->second.corrupt) {
+            co_return failure{store_error(errc::corrupt, fmt::format("segment {} is corrupt", it->first))};
+        }
+        const std::int64_t base = it->first;
+        auto slice = co_await s.slice_for(base, cur, st);
+        if (!slice) co_return failure{std::move(slice).error()};
+        walk_options wo;
+        wo.verify_crc = false; // the body CRC or the writer already covered these bytes
+        auto walked = walk_batches(slice->body_part, cur, wo);
+        if (!walked) {
+            auto seg = s.segments.find(base);
+            if (seg != s.segments.end()) seg->second.corrupt = true;
+            co_return failure{store_error(errc::corrupt, fmt::format("segment {}: {}", base, walked.error().message))};
+        }
+        bool full = false;
+        std::int64_t next = cur;
+        for (auto& b : walked->batches) {
+            if (b.base_offset >= s.hwm) break;
+            if (!out.records.empty() && out.records.size() + b.size() > max_bytes) {
+                full = true;
+                break;
+            }
+            out.records.append(b.bytes.data(), b.bytes.size());
+            next = b.next_offset();
+        }
+        if (full) break;
+        // Past the last batch of this segment: continue in the next one.
+        auto after = s.segments.upper_bound(base);
+        if (after == s.segments.end()) break;
+        cur = std::max(next, after->first);
+    }
+    co_return out;
+}
+
+runtime::task<bool> partition_log::wait_for_data(std::int64_t offset, std::chrono::milliseconds timeout,
+                                                 std::stop_token st) {
+    auto& s = *_s;
+    if (s.hwm > offset) co_return true;
+    if (s.closing) co_return false;
+    auto w = std::make_shared<ack_state>();
+    s.data_waiters.push_back(data_waiter{offset, w});
+    co_await ack_awaiter(w, timeout, st);
+    co_return !w->error.has_value();
+}
+
+runtime::task<void> partition_log::flush() {
+    auto& s = *_s;
+    const std::int64_t target = s.next_offset;
+    if (s.hwm >= target) co_return;
+    s.seal();
+    s.pump();
+    while (s.hwm < target && !(s.closing && s.jobs.empty())) {
+        auto ok = co_await wait_for_data(target - 1, std::chrono::milliseconds(1000), s.gate.stop_token());
+        if (!ok && s.gate.stop_token().stop_requested()) co_return;
+    }
+}
+
+runtime::task<void> partition_log::close() {
+    auto& s = *_s;
+    if (s.closing && s.gate.is_closed()) co_return;
+    s.closing = true;
+    s.seal();
+    s.pump();
+    if (!s.jobs.empty()) {
+        // Bounded: a store that never answers must not hold shutdown forever.
+        runtime::deadline_scope scope(runtime::reactor::local().now() + s.cfg.close_timeout);
+        while (!s.jobs.empty() && !scope.expired()) {
+            auto slept = co_await runtime::sleep(std::chrono::milliseconds(2), scope.token());
+            (void)slept;
+        }
+    }
+    s.flush_timer.cancel();
+    s.memory.broken();
+    co_await s.gate.close();
+    // Uploads cut short by the gate: their producers were never acknowledged.
+    for (auto& j : s.jobs) {
+        for (auto& w : j->waiters) w->resolve(append_errc::shutting_down);
+    }
+    s.jobs.clear();
+    for (auto& w : s.builder_waiters) w->resolve(append_errc::shutting_down);
+    s.builder_waiters.clear();
+    for (auto& w : s.data_waiters) w.state->resolve(append_errc::shutting_down);
+    s.data_waiters.clear();
+}
+
+std::int64_t partition_log::high_watermark() const noexcept { return _s->hwm; }
+std::int64_t partition_log::log_start_offset() const noexcept { return _s->log_start; }
+std::int64_t partition_log::next_offset() const noexcept { return _s->next_offset; }
+const restore_report& partition_log::restored() const noexcept { return _s->report; }
+const partition_id& partition_log::id() const noexcept { return _s->id; }
+
+log_stats partition_log::stats() const noexcept {
+    log_stats st = _s->stats;
+    st.inflight_flushes = static_cast<std::size_t>(_s->uploading);
+    st.buffered_bytes = _s->builder ? _s->builder->body_bytes() : 0;
+    st.pending_bytes = _s->pending_bytes();
+    return st;
+}
+
+} // namespace skiff::storage
