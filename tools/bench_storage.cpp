@@ -1,0 +1,230 @@
+// skiff-bench-storage: append-to-acknowledge latency of the partition log, side by side in one
+// run, for upload_mode sequential vs parallel, pipelining off (1 flush in flight) vs on (4),
+// one partition vs many, with the store's per-request latency at 0, 10 and 50 ms; and the
+// time to restore a partition of 10,000 segments.
+//
+// The store is the in-memory store with a simulated round trip per request (a timer on the
+// reactor), so the numbers isolate the log's own protocol: how many round trips an
+// acknowledgement costs. Closed-loop producers: each appends one batch with acks=-1, waits
+// for the acknowledgement, and repeats.
+//
+//   build/tools/skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P]
+#include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/reactor.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/memory_store.hpp>
+#include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/record_batch.hpp>
+#include <skiff/storage/segment_format.hpp>
+#include <skiff/core/log.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace skiff;
+using namespace skiff::runtime;
+using namespace skiff::storage;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct cell {
+    int store_ms;
+    upload_mode mode;
+    int inflight;
+    int partitions;
+    int open_rate = 0; // appends per second per partition; 0: closed-loop producers
+};
+
+struct cell_result {
+    std::vector<double> lat_ms;
+    std::uint64_t acks = 0;
+    std::uint64_t flushes = 0;
+    double seconds = 0;
+};
+
+double pct(std::vector<double>& v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1));
+    return v[i];
+}
+
+task<void> producer(partition_log* log, std::string batch, time_point until, cell_result* out) {
+    auto& r = reactor::local();
+    while (r.now() < until) {
+        auto start = std::chrono::steady_clock::now();
+        auto res = co_await log->append(std::span<const char>(batch.data(), batch.size()), ack_mode::durable);
+        auto end = std::chrono::steady_clock::now();
+        if (!res) {
+            std::fprintf(stderr, "append failed: %s\n", res.error().message.c_str());
+            continue;
+        }
+        out->lat_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+        ++out->acks;
+    }
+}
+
+task<void> timed_append(partition_log* log, const std::string* batch, cell_result* out) {
+    auto start = std::chrono::steady_clock::now();
+    auto res = co_await log->append(std::span<const char>(batch->data(), batch->size()), ack_mode::durable);
+    auto end = std::chrono::steady_clock::now();
+    if (!res) co_return;
+    out->lat_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    ++out->acks;
+}
+
+// Open loop: appends arrive at a fixed rate whether or not earlier ones were acknowledged,
+// as from many independent producers. This is where pipelining matters: without it, a
+// partition completes at most one segment per store round trip.
+task<void> open_loop(partition_log* log, const std::string* batch, time_point until, duration interval,
+                     cell_result* out) {
+    gate g("bench-open-loop");
+    auto& r = reactor::local();
+    auto next = r.now();
+    while (r.now() < until) {
+        (void)g.spawn(timed_append(log, batch, out));
+        next += interval;
+        (void)co_await sleep_until(next);
+    }
+    co_await g.close();
+}
+
+task<cell_result> run_cell(cell c, int producers, double seconds) {
+    memory_store store;
+    store.set_latency(std::chrono::milliseconds(c.store_ms));
+    io_budget budget(256, nullptr);
+    log_config cfg;
+    cfg.mode = c.mode;
+    cfg.max_inflight_flushes = c.inflight;
+    cfg.linger = 1ms;
+    cfg.append_timeout = 60s;
+    std::vector<std::unique_ptr<partition_log>> logs;
+    for (int p = 0; p < c.partitions; ++p) {
+        auto l = co_await partition_log::open(store, budget, partition_id("bench", p), cfg);
+        if (!l) throw std::runtime_error(l.error().message);
+        logs.push_back(std::move(*l));
+    }
+    std::vector<record> recs;
+    for (int i = 0; i < 10; ++i) recs.emplace_back(std::string("key"), std::string(90, 'v'));
+    const std::string batch = build_batch(0, recs); // ~1 KiB, 10 records
+    cell_result out;
+    auto start = reactor::local().now();
+    auto until = start + std::chrono::duration_cast<duration>(std::chrono::duration<double>(seconds));
+    std::vector<task<void>> ps;
+    for (auto& l : logs) {
+        if (c.open_rate > 0) {
+            ps.push_back(open_loop(l.get(), &batch, until, std::chrono::nanoseconds(1'000'000'000LL / c.open_rate), &out));
+        } else {
+            for (int i = 0; i < producers; ++i) ps.push_back(producer(l.get(), batch, until, &out));
+        }
+    }
+    co_await when_all(std::move(ps));
+    out.seconds = std::chrono::duration<double>(reactor::local().now() - start).count();
+    for (auto& l : logs) {
+        out.flushes += l->stats().flushes;
+        co_await l->close();
+    }
+    co_return out;
+}
+
+task<void> run_restore(int segments, int store_ms) {
+    auto bucket = std::make_shared<memory_bucket>();
+    partition_id pid("restore", 0);
+    std::vector<record> recs;
+    recs.emplace_back(std::string("k"), std::string("v"));
+    for (int i = 0; i < segments; ++i) {
+        segment_builder sb(i);
+        auto b = build_batch(0, recs);
+        (void)sb.append(std::span<const char>(b.data(), b.size()));
+        auto built = std::move(sb).finish(1700000000000);
+        bucket->objects[segment_key("default", pid, i)] = std::move(built.kfs);
+        bucket->objects[index_key("default", pid, i)] = std::move(built.index);
+    }
+    memory_store store(bucket);
+    store.set_latency(std::chrono::milliseconds(store_ms));
+    io_budget budget(64, nullptr);
+    auto t0 = std::chrono::steady_clock::now();
+    auto log = co_await partition_log::open(store, budget, pid, log_config());
+    auto t1 = std::chrono::steady_clock::now();
+    if (!log) throw std::runtime_error(log.error().message);
+    std::printf("| %d | %d | %.1f | %llu | %llu | %lld |\n", segments, store_ms,
+                std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                static_cast<unsigned long long>(store.stats().lists), static_cast<unsigned long long>(store.stats().gets),
+                static_cast<long long>((*log)->next_offset()));
+    co_await (*log)->close();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    double seconds = 2.0;
+    int producers = 4;
+    int many = 16;
+    int open_rate = 1000;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
+        else if (!std::strcmp(argv[i], "--producers") && i + 1 < argc) producers = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--partitions-many") && i + 1 < argc) many = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--open-rate") && i + 1 < argc) open_rate = std::atoi(argv[++i]);
+        else {
+            std::fprintf(stderr, "usage: skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P]\n");
+            return 2;
+        }
+    }
+    log::set_level(log::level::warn);
+    auto r = reactor::create(0);
+    if (!r) {
+        std::fprintf(stderr, "%s\n", r.error().c_str());
+        return 1;
+    }
+    std::printf("append-to-ack latency, %d closed-loop producers per partition, ~1 KiB batches, %.1f s per cell\n\n",
+                producers, seconds);
+    std::printf("| store RTT ms | partitions | upload | flushes in flight | p50 ms | p99 ms | acks/s | segments/s |\n");
+    std::printf("|---:|---:|---|---:|---:|---:|---:|---:|\n");
+    for (int ms : {0, 10, 50}) {
+        for (int parts : {1, many}) {
+            for (int inflight : {1, 4}) {
+                for (auto mode : {upload_mode::sequential, upload_mode::parallel}) {
+                    cell c{ms, mode, inflight, parts};
+                    auto res = (*r)->run_until_complete(run_cell(c, producers, seconds));
+                    std::printf("| %d | %d | %s | %d | %.2f | %.2f | %.0f | %.0f |\n", ms, parts,
+                                mode == upload_mode::parallel ? "parallel" : "sequential", inflight,
+                                pct(res.lat_ms, 0.50), pct(res.lat_ms, 0.99),
+                                static_cast<double>(res.acks) / res.seconds,
+                                static_cast<double>(res.flushes) / res.seconds);
+                    std::fflush(stdout);
+                }
+            }
+        }
+    }
+    std::printf("\nopen loop: %d appends/s into one partition (independent producers), %.1f s per cell\n\n", open_rate,
+                seconds);
+    std::printf("| store RTT ms | upload | flushes in flight | p50 ms | p99 ms | acks/s | segments/s |\n");
+    std::printf("|---:|---|---:|---:|---:|---:|---:|\n");
+    for (int ms : {10, 50}) {
+        for (int inflight : {1, 4}) {
+            for (auto mode : {upload_mode::sequential, upload_mode::parallel}) {
+                cell c{ms, mode, inflight, 1, open_rate};
+                auto res = (*r)->run_until_complete(run_cell(c, producers, seconds));
+                std::printf("| %d | %s | %d | %.2f | %.2f | %.0f | %.0f |\n", ms,
+                            mode == upload_mode::parallel ? "parallel" : "sequential", inflight, pct(res.lat_ms, 0.50),
+                            pct(res.lat_ms, 0.99), static_cast<double>(res.acks) / res.seconds,
+                            static_cast<double>(res.flushes) / res.seconds);
+                std::fflush(stdout);
+            }
+        }
+    }
+    std::printf("\nrestore of one partition\n\n| segments | store RTT ms | restore ms | LIST requests | GET requests | next offset |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|\n");
+    (*r)->run_until_complete(run_restore(10000, 0));
+    (*r)->run_until_complete(run_restore(10000, 10));
+    return 0;
+}
