@@ -13,6 +13,7 @@ void usage(std::FILE* out) {
                "\n"
                "commands:\n"
                "  s3 ls|get|put|rm|stat   talk to S3 with skiff's own client (see `skiff s3 --help`)\n"
+               "  fsck TARGET [--repair]  check a namespace's segments and indexes (see `skiff fsck --help`)\n"
                "  version                 print the version\n",
                out);
 }
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
     std::string_view cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (cmd == "s3") return skiff::cli::s3_command(rest);
+    if (cmd == "fsck") return skiff::cli::fsck_command(rest);
     if (cmd == "version" || cmd == "--version") {
         std::puts("skiff 0.1.0");
         return 0;

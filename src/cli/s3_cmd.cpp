@@ -1,11 +1,11 @@
 // `skiff s3 ls|get|put|rm|stat`: the broker's S3 client behind a command for operators.
 // Errors are one plain sentence on stderr and a non-zero exit status.
 #include "commands.hpp"
+#include "s3_config.hpp"
 
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/s3/client.hpp>
-#include <skiff/s3/credentials.hpp>
 
 #include <fmt/format.h>
 
@@ -60,12 +60,6 @@ std::optional<s3_url> parse_s3_url(const std::string& u) {
     if (slash != std::string::npos) out.key = rest.substr(slash + 1);
     if (out.bucket.empty()) return std::nullopt;
     return out;
-}
-
-std::optional<std::string> env(const char* name) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return std::nullopt;
-    return std::string(v);
 }
 
 std::optional<s3::byte_range> parse_range(const std::string& r) {
@@ -234,18 +228,13 @@ int s3_command(const std::vector<std::string>& args) {
         }
     }
 
-    auto creds = s3::load_credentials(s3::process_env());
-    if (!creds) return fail(creds.error());
-
-    s3::client_config cfg;
-    cfg.creds = creds->creds;
-    cfg.region = region ? *region
-                        : env("SKIFF_S3_REGION").value_or(creds->region.empty() ? std::string("us-east-1") : creds->region);
-    if (endpoint) cfg.endpoint = *endpoint;
-    else if (auto e = env("SKIFF_S3_ENDPOINT")) cfg.endpoint = *e;
-    else if (auto e2 = env("AWS_ENDPOINT_URL_S3")) cfg.endpoint = *e2;
-    else if (auto e3 = env("AWS_ENDPOINT_URL")) cfg.endpoint = *e3;
-    cfg.path_style = path_style;
+    s3_flags flags;
+    flags.endpoint = endpoint;
+    flags.region = region;
+    flags.path_style = path_style;
+    auto made = make_s3_config(flags);
+    if (!made) return fail(made.error());
+    s3::client_config cfg = std::move(*made);
     cfg.operation_deadline = std::chrono::milliseconds(timeout_ms);
     cfg.attempt_timeout = std::min(cfg.attempt_timeout, cfg.operation_deadline);
 

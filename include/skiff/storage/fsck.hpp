@@ -1,0 +1,64 @@
+// fsck: a full check of a namespace in an object store. Unlike restore (which reads one
+// footer per partition), fsck reads every segment and index: it is an operator's tool.
+//
+// Per partition it reports the segments with their offset ranges, .kfs without .index,
+// .index without .kfs, offset gaps between segments, and corrupt objects (a .kfs that does
+// not decode — wrong header, footer, CRC or framing — or an .index that does not fit its
+// segment). With repair, missing or unusable indexes are rebuilt from their segments and
+// uploaded.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/runtime/task.hpp>
+#include <skiff/storage/object_store.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace skiff::storage {
+
+struct fsck_segment {
+    std::int64_t base = 0;
+    std::int64_t last = -1; // -1 when the segment is corrupt
+    std::uint64_t size = 0;
+    bool has_index = false;
+};
+
+struct fsck_gap {
+    std::int64_t first = 0; // first missing offset
+    std::int64_t last = 0;  // last missing offset
+};
+
+struct fsck_partition {
+    std::string topic;
+    std::int32_t partition = 0;
+    std::vector<fsck_segment> segments;        // valid ones, by base offset
+    std::vector<std::int64_t> orphan_kfs;      // .kfs without .index (bases)
+    std::vector<std::int64_t> orphan_index;    // .index without .kfs (bases)
+    std::vector<fsck_gap> gaps;
+    std::vector<std::string> corrupt;          // one sentence per corrupt object
+    std::vector<std::int64_t> repaired;        // indexes rebuilt and uploaded
+    bool clean() const noexcept {
+        return orphan_kfs.empty() && orphan_index.empty() && gaps.empty() && corrupt.empty();
+    }
+};
+
+struct fsck_report {
+    std::vector<fsck_partition> partitions;
+    std::size_t objects_listed = 0;
+    std::size_t foreign_keys = 0; // keys under the namespace that are not segments (left alone)
+    bool clean() const noexcept {
+        for (auto& p : partitions)
+            if (!p.clean()) return false;
+        return true;
+    }
+};
+
+runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::string ns, bool repair,
+                                                     std::int32_t index_interval = 100);
+
+// Human-readable report, one block per partition.
+std::string format_fsck_report(const fsck_report& r, const std::string& where);
+
+} // namespace skiff::storage

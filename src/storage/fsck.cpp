@@ -1,0 +1,170 @@
+#include <skiff/storage/fsck.hpp>
+#include <skiff/storage/index_format.hpp>
+#include <skiff/storage/segment_format.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace skiff::storage {
+
+namespace {
+
+struct parsed_key {
+    std::string topic;
+    std::int32_t partition = 0;
+    std::int64_t base = 0;
+    bool is_index = false;
+};
+
+// "{ns}/{topic}/{partition}/segment-{base:020d}.kfs|.index", relative to "{ns}/".
+std::optional<parsed_key> parse_key(std::string_view rest) {
+    auto s1 = rest.find('/');
+    if (s1 == std::string_view::npos || s1 == 0) return std::nullopt;
+    auto s2 = rest.find('/', s1 + 1);
+    if (s2 == std::string_view::npos) return std::nullopt;
+    parsed_key k;
+    k.topic = std::string(rest.substr(0, s1));
+    auto part = rest.substr(s1 + 1, s2 - s1 - 1);
+    auto [p1, e1] = std::from_chars(part.data(), part.data() + part.size(), k.partition);
+    if (e1 != std::errc{} || p1 != part.data() + part.size() || k.partition < 0) return std::nullopt;
+    auto name = rest.substr(s2 + 1);
+    constexpr std::string_view pre = "segment-";
+    if (name.substr(0, pre.size()) != pre || name.size() < pre.size() + 20) return std::nullopt;
+    auto ext = name.substr(pre.size() + 20);
+    if (ext == ".kfs") k.is_index = false;
+    else if (ext == ".index") k.is_index = true;
+    else return std::nullopt;
+    auto digits = name.substr(pre.size(), 20);
+    auto [p2, e2] = std::from_chars(digits.data(), digits.data() + digits.size(), k.base);
+    if (e2 != std::errc{} || p2 != digits.data() + digits.size() || k.base < 0) return std::nullopt;
+    return k;
+}
+
+std::string seg_key(const std::string& ns, const std::string& topic, std::int32_t p, std::int64_t base, bool index) {
+    return fmt::format("{}/{}/{}/segment-{:020}.{}", ns, topic, p, base, index ? "index" : "kfs");
+}
+
+} // namespace
+
+runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::string ns, bool repair,
+                                                     std::int32_t index_interval) {
+    fsck_report report;
+    const std::string prefix = ns + "/";
+    struct objects {
+        std::map<std::int64_t, std::uint64_t> kfs;
+        std::set<std::int64_t> index;
+    };
+    std::map<std::pair<std::string, std::int32_t>, objects> parts;
+    std::string token;
+    for (;;) {
+        auto page = co_await store.list(prefix, "", token, 1000, {});
+        if (!page) co_return failure{std::move(page).error()};
+        for (auto& o : page->objects) {
+            ++report.objects_listed;
+            auto k = parse_key(std::string_view(o.key).substr(prefix.size()));
+            if (!k) {
+                ++report.foreign_keys;
+                continue;
+            }
+            auto& slot = parts[{k->topic, k->partition}];
+            if (k->is_index) slot.index.insert(k->base);
+            else slot.kfs[k->base] = o.size;
+        }
+        if (page->next_token.empty()) break;
+        token = page->next_token;
+    }
+
+    for (auto& [tp, objs] : parts) {
+        fsck_partition fp;
+        fp.topic = tp.first;
+        fp.partition = tp.second;
+        for (auto b : objs.index) {
+            if (!objs.kfs.count(b)) fp.orphan_index.push_back(b);
+        }
+        std::int64_t expected_next = -1;
+        for (auto& [base, size] : objs.kfs) {
+            const std::string key = seg_key(ns, fp.topic, fp.partition, base, false);
+            auto whole = co_await store.get(key, std::nullopt, {});
+            if (!whole) {
+                fp.corrupt.push_back(fmt::format("{}: cannot read: {}", key, whole.error().message));
+                continue;
+            }
+            auto seg = decode_segment(whole->data, true);
+            if (!seg) {
+                fp.corrupt.push_back(fmt::format("{}: {}", key, seg.error().message));
+                continue;
+            }
+            fsck_segment fs;
+            fs.base = base;
+            fs.last = seg->last_offset();
+            fs.size = whole->data.size();
+            fs.has_index = objs.index.count(base) > 0;
+            if (seg->base_offset() != base) {
+                fp.corrupt.push_back(fmt::format("{}: header base offset {} does not match the key", key, seg->base_offset()));
+                continue;
+            }
+            bool index_ok = fs.has_index;
+            if (fs.has_index) {
+                const std::string ikey = seg_key(ns, fp.topic, fp.partition, base, true);
+                auto idx = co_await store.get(ikey, std::nullopt, {});
+                if (!idx) {
+                    fp.corrupt.push_back(fmt::format("{}: cannot read: {}", ikey, idx.error().message));
+                    index_ok = false;
+                } else {
+                    auto view = decode_index(idx->data);
+                    result<void, format_error> fits = ok();
+                    if (view) fits = check_index_fits(*view, base, whole->data.size());
+                    if (!view || !fits) {
+                        fp.corrupt.push_back(fmt::format("{}: {}", ikey, !view ? view.error().message : fits.error().message));
+                        index_ok = false;
+                    }
+                }
+            } else {
+                fp.orphan_kfs.push_back(base);
+            }
+            if (repair && !index_ok) {
+                auto rebuilt = rebuild_index(whole->data, index_interval);
+                if (rebuilt) {
+                    std::string bytes = std::move(*rebuilt);
+                    auto put = co_await store.put(seg_key(ns, fp.topic, fp.partition, base, true),
+                                                  std::span<const char>(bytes.data(), bytes.size()), false, {});
+                    if (put) {
+                        fp.repaired.push_back(base);
+                        fs.has_index = true;
+                    } else {
+                        fp.corrupt.push_back(fmt::format("repair of {} failed: {}", key, put.error().message));
+                    }
+                }
+            }
+            if (expected_next >= 0 && base > expected_next) fp.gaps.push_back({expected_next, base - 1});
+            expected_next = fs.last + 1;
+            fp.segments.push_back(fs);
+        }
+        report.partitions.push_back(std::move(fp));
+    }
+    co_return report;
+}
+
+std::string format_fsck_report(const fsck_report& r, const std::string& where) {
+    std::string out = fmt::format("{}: {} objects, {} partitions{}\n", where, r.objects_listed, r.partitions.size(),
+                                  r.foreign_keys ? fmt::format(", {} other keys left alone", r.foreign_keys) : "");
+    for (auto& p : r.partitions) {
+        std::int64_t first = p.segments.empty() ? 0 : p.segments.front().base;
+        std::int64_t last = p.segments.empty() ? -1 : p.segments.back().last;
+        out += fmt::format("{}/{}: {} segments, offsets {}..{}{}\n", p.topic, p.partition, p.segments.size(), first, last,
+                           p.clean() ? ", clean" : "");
+        for (auto b : p.orphan_kfs) out += fmt::format("  orphan .kfs (no .index): segment {}\n", b);
+        for (auto b : p.orphan_index) out += fmt::format("  orphan .index (no .kfs): segment {}\n", b);
+        for (auto& g : p.gaps) out += fmt::format("  gap: offsets {}..{} are in no segment\n", g.first, g.last);
+        for (auto& c : p.corrupt) out += fmt::format("  corrupt: {}\n", c);
+        for (auto b : p.repaired) out += fmt::format("  repaired: rebuilt the index of segment {}\n", b);
+    }
+    out += r.clean() ? "no problems found\n" : "problems found\n";
+    return out;
+}
+
+} // namespace skiff::storage
