@@ -1,0 +1,256 @@
+// The partition log on the real S3 peer (SigV4-checking moto) behind the fault proxy: the
+// failure scenarios of the unit tests, for real. Run through with-s3.sh.
+#include "run_task.hpp"
+
+#include <skiff/http/client.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/runtime/when_all.hpp>
+#include <skiff/s3/client.hpp>
+#include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/record_batch.hpp>
+#include <skiff/storage/s3_store.hpp>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace skiff;
+using namespace skiff::runtime;
+using namespace skiff::storage;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string need_env(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) FAIL(fmt::format("{} is not set: run this test through test/integration/with-s3.sh", name));
+    return v;
+}
+
+std::unique_ptr<s3::client> proxy_client() {
+    s3::client_config cfg;
+    cfg.endpoint = need_env("S3_PROXY_ENDPOINT");
+    cfg.path_style = true;
+    cfg.region = need_env("AWS_REGION");
+    cfg.creds = {need_env("AWS_ACCESS_KEY_ID"), need_env("AWS_SECRET_ACCESS_KEY"), ""};
+    cfg.retry.base = 5ms;
+    cfg.retry.cap = 20ms;
+    cfg.retry.max_attempts = 3;
+    cfg.attempt_timeout = 1s;
+    cfg.operation_deadline = 3s;
+    auto c = s3::client::create(cfg);
+    REQUIRE(c.has_value());
+    return std::move(*c);
+}
+
+task<void> proxy_config(std::string query) {
+    http::client h;
+    http::request req;
+    req.method = "POST";
+    req.url = fmt::format("{}/__proxy/config?{}", need_env("S3_PROXY_ENDPOINT"), query);
+    auto r = co_await h.send(std::move(req));
+    REQUIRE(r.has_value());
+    REQUIRE(r->status == 200);
+}
+
+log_config cfg_for_tests() {
+    log_config c;
+    c.linger = 1ms;
+    c.retry_base = 5ms;
+    c.retry_cap = 50ms;
+    c.append_timeout = 20s;
+    c.close_timeout = 20s;
+    return c;
+}
+
+std::string batch_of(int first, int n) {
+    std::vector<record> recs;
+    for (int i = 0; i < n; ++i) recs.emplace_back(std::string("k"), fmt::format("v{}", first + i));
+    return build_batch(0, recs);
+}
+
+struct outcome {
+    bool acked = false;
+    std::int64_t base = -1, last = -1;
+    std::optional<append_errc> error;
+};
+
+task<outcome> produce(partition_log* log, std::string set) {
+    auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::durable);
+    outcome o;
+    if (r) {
+        o.acked = true;
+        o.base = r->base_offset;
+        o.last = r->last_offset;
+    } else {
+        o.error = r.error().code;
+    }
+    co_return o;
+}
+
+task<std::map<std::int64_t, std::string>> read_all(partition_log* log) {
+    std::map<std::int64_t, std::string> out;
+    std::int64_t off = log->log_start_offset();
+    while (off < log->high_watermark()) {
+        auto r = co_await log->read(off, 1 << 20);
+        REQUIRE(r.has_value());
+        auto batches = split_batches(std::span<const char>(r->records.data(), r->records.size()));
+        REQUIRE(batches.has_value());
+        if (batches->empty()) break;
+        for (auto& b : *batches) {
+            auto recs = parse_records(b);
+            REQUIRE(recs.has_value());
+            for (auto& rec : *recs) {
+                auto o = b.base_offset + rec.offset_delta;
+                REQUIRE(out.count(o) == 0);
+                out[o] = std::string(*rec.value);
+            }
+            off = b.next_offset();
+        }
+    }
+    co_return out;
+}
+
+void audit(const std::vector<outcome>& outs, const std::vector<int>& firsts, const std::map<std::int64_t, std::string>& log) {
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+        if (!outs[i].acked) continue;
+        for (std::int64_t o = outs[i].base; o <= outs[i].last; ++o) {
+            INFO("offset " << o);
+            auto it = log.find(o);
+            REQUIRE(it != log.end());
+            CHECK(it->second == fmt::format("v{}", firsts[i] + (o - outs[i].base)));
+        }
+    }
+}
+
+task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, partition_id id, log_config cfg) {
+    auto l = co_await partition_log::open(*store, *budget, id, std::move(cfg));
+    INFO((l ? std::string() : l.error().message));
+    REQUIRE(l.has_value());
+    co_return std::move(*l);
+}
+
+// One scenario: faults set on the proxy, 6 durable appends, then a restore in a "new
+// process" without faults; both logs must pass the audit.
+task<void> scenario(std::string topic, std::string faults, upload_mode mode) {
+    auto client = proxy_client();
+    auto store = s3_store::create(*client, "s3://" + need_env("S3_BUCKET") + "/it-storage");
+    REQUIRE(store.has_value());
+    io_budget budget(16, nullptr);
+    auto cfg = cfg_for_tests();
+    cfg.mode = mode;
+    partition_id id(topic, 0);
+    std::vector<outcome> outs;
+    std::vector<int> firsts;
+    {
+        co_await proxy_config(faults);
+        auto log = co_await open_log(store->get(), &budget, id, cfg);
+        std::vector<task<outcome>> ps;
+        for (int i = 0; i < 6; ++i) {
+            ps.push_back(produce(log.get(), batch_of(i * 4, 4)));
+            firsts.push_back(i * 4);
+        }
+        outs = co_await when_all(std::move(ps));
+        for (auto& o : outs) CHECK(o.acked);
+        co_await proxy_config("fail-rate=0&fail-next=0&fail-when=before&delay-ms=0");
+        audit(outs, firsts, co_await read_all(log.get()));
+        co_await log->close();
+    }
+    auto log2 = co_await open_log(store->get(), &budget, id, cfg);
+    CHECK(log2->restored().orphan_kfs == 0);
+    CHECK(log2->next_offset() == 24);
+    audit(outs, firsts, co_await read_all(log2.get()));
+    co_await log2->close();
+}
+
+} // namespace
+
+TEST_CASE("partition log on S3: clean run and restore", "[integration][storage]") {
+    run_task(scenario("clean", "fail-rate=0&fail-next=0&delay-ms=5", upload_mode::parallel));
+}
+
+TEST_CASE("partition log on S3: .kfs PUTs fail with SlowDown, .index PUTs succeed", "[integration][storage]") {
+    run_task(scenario("kfs-slowdown", "fail-mode=503-slowdown&fail-match=%5EPUT%20.*%5C.kfs&fail-next=4&fail-rate=0",
+                      upload_mode::parallel));
+}
+
+TEST_CASE("partition log on S3: .index PUTs are reset, .kfs PUTs succeed", "[integration][storage]") {
+    run_task(scenario("index-reset", "fail-mode=reset&fail-match=%5EPUT%20.*%5C.index&fail-next=4&fail-rate=0",
+                      upload_mode::parallel));
+}
+
+TEST_CASE("partition log on S3: both fail, answers lost after being applied", "[integration][storage]") {
+    run_task(scenario("lost-answers", "fail-mode=500&fail-match=%5EPUT&fail-next=5&fail-rate=0&fail-when=after",
+                      upload_mode::sequential));
+}
+
+TEST_CASE("partition log on S3: an outage times appends out; the data lands after it", "[integration][storage]") {
+    auto t = []() -> task<void> {
+        auto client = proxy_client();
+        auto store = s3_store::create(*client, "s3://" + need_env("S3_BUCKET") + "/it-storage");
+        REQUIRE(store.has_value());
+        io_budget budget(16, nullptr);
+        auto cfg = cfg_for_tests();
+        cfg.append_timeout = 500ms;
+        auto log = co_await open_log(store->get(), &budget, partition_id("outage", 0), cfg);
+        co_await proxy_config("fail-mode=503-slowdown&fail-match=%5EPUT&fail-rate=1&fail-next=0");
+        auto o = co_await produce(log.get(), batch_of(0, 3));
+        CHECK_FALSE(o.acked);
+        REQUIRE(o.error.has_value());
+        CHECK(*o.error == append_errc::timed_out);
+        CHECK(log->high_watermark() == 0);
+        co_await proxy_config("fail-rate=0&fail-next=0");
+        auto landed = co_await log->wait_for_data(0, 15s);
+        CHECK(landed);
+        CHECK(log->high_watermark() == 3);
+        co_await log->close();
+    };
+    run_task(t());
+}
+
+TEST_CASE("partition log on S3: a stop between the two PUTs, then restore repairs the orphan", "[integration][storage]") {
+    auto t = []() -> task<void> {
+        auto client = proxy_client();
+        auto store = s3_store::create(*client, "s3://" + need_env("S3_BUCKET") + "/it-storage");
+        REQUIRE(store.has_value());
+        io_budget budget(16, nullptr);
+        partition_id id("stop-between", 0);
+        std::vector<outcome> outs;
+        std::vector<int> firsts;
+        {
+            auto cfg = cfg_for_tests();
+            cfg.mode = upload_mode::sequential;
+            cfg.close_timeout = 1500ms;
+            auto log = co_await open_log(store->get(), &budget, id, cfg);
+            auto first = co_await produce(log.get(), batch_of(0, 4));
+            CHECK(first.acked);
+            outs.push_back(first);
+            firsts.push_back(0);
+            // From now on every .index PUT hangs: the .kfs lands, the .index never does.
+            co_await proxy_config("fail-mode=timeout&fail-match=%5EPUT%20.*%5C.index&fail-rate=1&fail-next=0");
+            auto doomed = [](partition_log* l) -> task<outcome> { co_return co_await produce(l, batch_of(4, 4)); };
+            auto stopper = [](partition_log* l) -> task<outcome> {
+                (void)co_await sleep(300ms);
+                co_await l->close();
+                co_return outcome{};
+            };
+            auto [d, _] = co_await when_all(doomed(log.get()), stopper(log.get()));
+            CHECK_FALSE(d.acked);
+            co_await proxy_config("fail-rate=0&fail-next=0");
+        }
+        auto log2 = co_await open_log(store->get(), &budget, id, cfg_for_tests());
+        CHECK(log2->restored().orphan_kfs == 1);
+        CHECK(log2->next_offset() == 8);
+        auto all = co_await read_all(log2.get());
+        audit(outs, firsts, all);
+        CHECK(all.size() == 8);
+        co_await log2->close();
+        CHECK(log2->restored().repaired == 1);
+    };
+    run_task(t());
+}
