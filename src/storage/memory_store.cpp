@@ -75,6 +75,7 @@ runtime::task<result<void, store_error>> memory_store::put(std::string key, std:
 runtime::task<result<get_result, store_error>> memory_store::get(std::string key, std::optional<byte_range> range,
                                                                  std::stop_token st) {
     ++_stats.gets;
+    ++_stats.gets_by_key[key];
     auto err = co_await enter("get", key, st, nullptr);
     if (err) co_return failure{std::move(*err)};
     auto it = _bucket->objects.find(key);

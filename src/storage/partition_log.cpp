@@ -171,6 +171,16 @@ struct partition_log::state {
     std::vector<data_waiter> data_waiters;
     std::vector<std::coroutine_handle<>> drain_waiters;
 
+    // One request in flight per object range: readers (and prefetch) asking for the same
+    // (segment, position) while a GET is out wait for it instead of sending their own.
+    struct fetch_slot {
+        bool done = false;
+        std::optional<result<std::pair<std::shared_ptr<const std::string>, std::size_t>, store_error>> value;
+        std::vector<std::coroutine_handle<>> waiters;
+    };
+    std::map<std::pair<std::int64_t, std::uint64_t>, std::shared_ptr<fetch_slot>> fetches;
+    std::uint64_t prefetches = 0;
+
     restore_report report;
     log_stats stats;
     bool closing = false;
@@ -417,34 +427,101 @@ struct partition_log::state {
                 e.has_index = false;
             }
         }
+        co_return co_await slice_for_position(base, pos);
+    }
+
+    // The bytes from `pos` to the end of segment `base`: from the cache, from a GET already in
+    // flight for the same range, or from a new GET. The GET runs under the log's gate, not the
+    // caller's stop token, since other readers may be waiting on it; it is bounded by the
+    // store's own deadline.
+    runtime::task<result<segment_slice, store_error>> slice_for_position(std::int64_t base, std::uint64_t pos) {
+        auto it_seg = segments.find(base);
+        if (it_seg == segments.end()) co_return failure{store_error(errc::not_found, fmt::format("no segment {}", base))};
+        if (it_seg->second.bytes) co_return make_slice(it_seg->second.bytes, 0, true);
+        const bool whole = pos == segment_header_size;
+        const auto key = std::make_pair(base, pos);
+        if (auto it = fetches.find(key); it != fetches.end()) {
+            auto slot = it->second;
+            struct wait_slot {
+                fetch_slot* s;
+                bool await_ready() const noexcept { return s->done; }
+                void await_suspend(std::coroutine_handle<> h) { s->waiters.push_back(h); }
+                void await_resume() const noexcept {}
+            };
+            co_await wait_slot{slot.get()};
+            if (!slot->value->has_value()) co_return failure{slot->value->error()};
+            auto [owner, start] = slot->value->value();
+            co_return make_slice(owner, start, whole);
+        }
+        auto slot = std::make_shared<fetch_slot>();
+        fetches[key] = slot;
+        auto fetched = co_await fetch(base, pos, whole, gate.stop_token());
+        slot->done = true;
+        slot->value = fetched;
+        fetches.erase(key);
+        for (auto h : std::exchange(slot->waiters, {})) runtime::reactor::local().schedule(h);
+        if (!fetched) co_return failure{std::move(fetched).error()};
+        co_return make_slice(fetched->first, fetched->second, whole);
+    }
+
+    static segment_slice make_slice(const std::shared_ptr<const std::string>& owner, std::size_t start, bool whole) {
+        if (whole) {
+            return segment_slice{owner, std::span<const char>(owner->data() + segment_header_size,
+                                                              owner->size() - segment_header_size - segment_footer_size)};
+        }
+        return segment_slice{owner, std::span<const char>(owner->data() + start, owner->size() - start)};
+    }
+
+    // One GET: the whole segment (validated, then cached) or a range from an index position.
+    runtime::task<result<std::pair<std::shared_ptr<const std::string>, std::size_t>, store_error>> fetch(
+        std::int64_t base, std::uint64_t pos, bool whole, std::stop_token st) {
         auto permit = co_await budget.acquire(io_budget::priority::normal, st);
         if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
-        const bool whole = pos == segment_header_size;
         std::optional<byte_range> range;
         if (!whole) range = byte_range::from(pos);
         auto r = co_await store.get(segment_key(cfg.ns, id, base), range, st);
         permit->release();
         if (!r) co_return failure{std::move(r).error()};
         auto data = std::make_shared<std::string>(std::move(r->data));
+        auto it = segments.find(base);
         if (whole) {
             // Validate what we cache: a segment with a wrong footer is never served.
             auto seg = decode_segment(*data);
             if (!seg) {
-                e.corrupt = true;
+                if (it != segments.end()) it->second.corrupt = true;
                 co_return failure{store_error(errc::corrupt, fmt::format("segment {} of {}/{} is corrupt: {}", base,
                                                                          id.topic, id.partition, seg.error().message))};
             }
-            e.last = seg->last_offset();
-            e.kfs_size = data->size();
             std::shared_ptr<const std::string> shared = data;
-            e.bytes = shared;
-            cache_insert(base, data->size());
-            co_return segment_slice{shared, std::span<const char>(shared->data() + segment_header_size,
-                                                                  shared->size() - segment_header_size - segment_footer_size)};
+            if (it != segments.end() && !it->second.bytes) {
+                it->second.last = seg->last_offset();
+                it->second.kfs_size = data->size();
+                it->second.bytes = shared;
+                cache_insert(base, data->size());
+            }
+            co_return std::make_pair(shared, std::size_t{0});
         }
-        // Ranged read: the tail holds the footer; the walker stops at the last whole batch.
         std::shared_ptr<const std::string> shared = data;
-        co_return segment_slice{shared, std::span<const char>(shared->data(), shared->size())};
+        co_return std::make_pair(shared, std::size_t{0});
+    }
+
+    // Read-ahead for sequential readers: fetch the segment after `base` into the cache.
+    void prefetch_after(std::int64_t base) {
+        auto next = segments.upper_bound(base);
+        if (next == segments.end() || next->second.bytes || next->second.corrupt) return;
+        if (next->first >= hwm) return;
+        if (fetches.count({next->first, segment_header_size})) return;
+        ++prefetches;
+        (void)gate.spawn(prefetch(next->first));
+    }
+
+    runtime::task<void> prefetch(std::int64_t base) {
+        auto r = co_await fetch_cached_whole(base);
+        (void)r;
+    }
+
+    runtime::task<result<segment_slice, store_error>> fetch_cached_whole(std::int64_t base) {
+        co_return co_await slice_for_position(base, segment_header_size);
     }
 
     // ---- restore ------------------------------------------------------------------------
@@ -677,8 +754,10 @@ runtime::task<result<read_result, store_error>> partition_log::read(std::int64_t
             co_return failure{store_error(errc::corrupt, fmt::format("segment {} is corrupt", it->first))};
         }
         const std::int64_t base = it->first;
+        const bool was_cached = static_cast<bool>(it->second.bytes);
         auto slice = co_await s.slice_for(base, cur, st);
         if (!slice) co_return failure{std::move(slice).error()};
+        if (!was_cached) s.prefetch_after(base);
         walk_options wo;
         wo.verify_crc = false; // the body CRC or the writer already covered these bytes
         auto walked = walk_batches(slice->body_part, cur, wo);

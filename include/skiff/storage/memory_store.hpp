@@ -40,6 +40,7 @@ struct mem_fault_rule {
 struct mem_store_stats {
     std::uint64_t puts = 0, gets = 0, sizes = 0, removes = 0, lists = 0, faults = 0;
     std::int64_t max_concurrent_puts = 0;
+    std::map<std::string, int> gets_by_key;
 };
 
 class memory_store final : public object_store {

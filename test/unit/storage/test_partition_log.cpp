@@ -545,3 +545,45 @@ TEST_CASE("restore of many segments costs the LIST pages and O(1) GETs", "[stora
     };
     run_task(t(bucket));
 }
+
+TEST_CASE("concurrent readers share one GET per range, and sequential reads prefetch the next segment",
+          "[storage][log]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        {
+            memory_store store(b);
+            io_budget budget(8, nullptr);
+            auto cfg = test_config();
+            cfg.segment_bytes = 1;
+            auto log = co_await open_log(&store, &budget, cfg);
+            for (int i = 0; i < 3; ++i) {
+                auto o = co_await produce(log.get(), batch_of(i * 2, 2));
+                CHECK(o.acked);
+            }
+            co_await log->close();
+        }
+        memory_store store(b); // a new process: nothing cached
+        store.set_latency(5ms);
+        io_budget budget(8, nullptr);
+        auto log = co_await open_log(&store, &budget, test_config());
+        auto reader = [](partition_log* l) -> task<std::size_t> {
+            auto r = co_await l->read(0, 1);
+            REQUIRE(r.has_value());
+            co_return r->records.size();
+        };
+        auto [a, c] = co_await when_all(reader(log.get()), reader(log.get()));
+        CHECK(a > 0);
+        CHECK(a == c);
+        const auto seg0 = segment_key("default", pid, 0), seg2 = segment_key("default", pid, 2);
+        CHECK(store.stats().gets_by_key.at(seg0) == 1); // single flight
+        // Read-ahead fetched segment 2 in the background; reading it costs no new GET.
+        (void)co_await sleep(50ms);
+        CHECK(store.stats().gets_by_key.count(seg2) == 1);
+        auto r2 = co_await log->read(2, 1);
+        REQUIRE(r2.has_value());
+        CHECK_FALSE(r2->records.empty());
+        CHECK(store.stats().gets_by_key.at(seg2) == 1);
+        co_await log->close();
+    };
+    run_task(t(bucket));
+}
