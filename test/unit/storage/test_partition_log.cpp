@@ -587,3 +587,42 @@ TEST_CASE("concurrent readers share one GET per range, and sequential reads pref
     };
     run_task(t(bucket));
 }
+
+TEST_CASE("the age trigger flushes on a real timer, with no further appends", "[storage][log]") {
+    auto t = []() -> task<void> {
+        memory_store store;
+        io_budget budget(8, nullptr);
+        auto cfg = test_config();
+        cfg.max_age = 20ms;
+        auto log = co_await open_log(&store, &budget, cfg);
+        auto set = batch_of(0, 3);
+        auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::leader);
+        REQUIRE(r.has_value());
+        CHECK(log->high_watermark() == 0); // buffered, nobody waits: no linger flush
+        (void)co_await sleep(5ms);
+        CHECK(log->high_watermark() == 0);
+        auto landed = co_await log->wait_for_data(2, 2s);
+        CHECK(landed);
+        CHECK(log->high_watermark() == 3);
+        co_await log->close();
+    };
+    run_task(t());
+}
+
+TEST_CASE("close flushes what is buffered (graceful drain)", "[storage][log]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        memory_store store(b);
+        io_budget budget(8, nullptr);
+        auto cfg = test_config();
+        cfg.max_age = std::chrono::hours(1);
+        auto log = co_await open_log(&store, &budget, cfg);
+        auto set = batch_of(0, 7);
+        auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::leader);
+        REQUIRE(r.has_value());
+        co_await log->close();
+        CHECK(log->high_watermark() == 7);
+    };
+    run_task(t(bucket));
+    CHECK(bucket->objects.count(segment_key("default", pid, 0)) == 1);
+}
