@@ -8,7 +8,7 @@ set -euo pipefail
 build_pkgs=(
   meson ninja-build pkg-config g++ clang-14 libclang-rt-14-dev
   liburing-dev libcurl4-openssl-dev libssl-dev libfmt-dev nlohmann-json3-dev
-  catch2 libpugixml-dev ca-certificates
+  catch2 libpugixml-dev ca-certificates python3
 )
 test_pkgs=(
   kcat python3-confluent-kafka
