@@ -10,6 +10,7 @@
 // Keys are PREFIX/<size in bytes>/<i>, i in [0, requests): PUT cells write them, GET cells
 // read them back, so run put before get. tools/bench_s3_boto3.py runs the same cells with
 // boto3 and prints the same JSON lines; tools/bench-s3.sh runs both side by side.
+#include <skiff/core/allocator.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/task.hpp>
@@ -320,6 +321,7 @@ std::optional<std::string> env(const char* name) {
 } // namespace
 
 int main(int argc, char** argv) {
+    skiff::tune_allocator();
     options o;
     std::string sizes = "1K,64K,1M,8M", concs = "1,8,64", ops = "put,get";
     auto bad = [](const std::string& msg) {

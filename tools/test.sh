@@ -28,3 +28,17 @@ fi
 ninja -C build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --suite unit --print-errorlogs --num-processes "$jobs"
+
+# Fuzz the decoders that face untrusted bytes, for a bounded time (seeds from the repo).
+if [[ ! -f build-fuzz/build.ninja ]]; then
+  CXX=clang++-14 meson setup build-fuzz -Dfuzzers=true -Db_lundef=false -Dtests=true >/dev/null
+fi
+ninja -C build-fuzz -j "$jobs" $(cd build-fuzz && ninja -t targets all | grep -oE '^test/fuzz/[^:]*fuzz_[a-z_]+' | grep -v corpus | sort -u | tr '\n' ' ')
+for target in build-fuzz/test/fuzz/fuzz_* build-fuzz/test/fuzz/*/fuzz_*; do
+  [[ -x "$target" && "$target" != *corpus* ]] || continue
+  name=$(basename "$target"); seeds=test/fuzz/corpus/${name#fuzz_}
+  work=$(mktemp -d)
+  echo "fuzzing $name for ${SKIFF_FUZZ_SECONDS:-30} s"
+  "$target" -max_total_time="${SKIFF_FUZZ_SECONDS:-30}" -print_final_stats=1 "$work" $( [[ -d $seeds ]] && echo "$seeds" ) 2>&1 | tail -n 3
+  rm -rf "$work"
+done

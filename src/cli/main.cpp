@@ -2,6 +2,8 @@
 // commands; each sub-command lives in its own file.
 #include "commands.hpp"
 
+#include <skiff/core/allocator.hpp>
+
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -20,6 +22,7 @@ void usage(std::FILE* out) {
 } // namespace
 
 int main(int argc, char** argv) {
+    skiff::tune_allocator();
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty()) {
         usage(stderr);

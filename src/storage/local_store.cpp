@@ -476,7 +476,8 @@ task<result<get_result, store_error>> local_store::get(std::string key, std::opt
                                                   range->first(), range->last(), key))};
     }
     const std::string path = path_of(key);
-    // O_NOFOLLOW: a symlink planted under the root must not lead reads outside it.
+    // O_NOFOLLOW: an object is a regular file skiff renamed into place, never a symlink (only
+    // the last component is checked; directories on the way may be symlinks, as the root may).
     const int fd = co_await open_at(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0, st);
     // ELOOP: the name is a symlink, which is no object skiff wrote (list() skips them too).
     if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP) {

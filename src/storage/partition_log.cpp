@@ -670,8 +670,7 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
     if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
     auto batches = split_batches(record_set);
     if (!batches) {
-        const bool old = batches.error().message.find("magic") != std::string::npos &&
-                         batches.error().message.find("not supported") != std::string::npos;
+        const bool old = batches.error().code == format_errc::old_message_format;
         co_return failure{append_error(old ? append_errc::unsupported_version : append_errc::corrupt_message,
                                        batches.error().message)};
     }
@@ -695,6 +694,17 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
     if (!s.builder) {
         s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + record_set.size());
         s.builder_first_append = clock_t_::now();
+    }
+    // All or nothing: a set the segment cannot take whole goes into a fresh segment, so a
+    // failed request never leaves part of itself behind to be duplicated by a retry.
+    if (!s.builder->empty() && !s.builder->can_append(*batches)) {
+        s.seal();
+        s.pump();
+        s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + record_set.size());
+        s.builder_first_append = clock_t_::now();
+    }
+    if (auto fits = s.builder->can_append(*batches); !fits) {
+        co_return failure{append_error(append_errc::corrupt_message, fits.error().message)};
     }
     append_result out;
     out.base_offset = s.next_offset;

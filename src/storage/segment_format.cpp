@@ -274,7 +274,18 @@ segment_builder::segment_builder(std::int64_t base_offset, std::int32_t index_in
 
 result<std::int64_t, format_error> segment_builder::append(const batch_view& batch) { return append(batch.bytes); }
 
-result<std::int64_t, format_error> segment_builder::append(std::span<const char> in) {
+namespace {
+
+// What append needs from one batch, read from its bytes, or why the segment cannot take it
+// given `next` / `count` / `size` (the builder's state so far). Shared by append and
+// can_append so the two can never disagree.
+struct append_plan {
+    std::int32_t lod = 0;
+    std::int32_t records = 0;
+};
+
+result<append_plan, format_error> plan_append(std::span<const char> in, std::int64_t next, std::int64_t count,
+                                              std::size_t size) {
     // Read what the segment needs from the bytes themselves, so header, footer and index
     // always agree with the body (decode_segment checks exactly that).
     if (in.size() < batch_header_size || in[batch_field::magic] != 2 ||
@@ -282,21 +293,45 @@ result<std::int64_t, format_error> segment_builder::append(std::span<const char>
             static_cast<std::int64_t>(in.size())) {
         return failure{format_error(format_errc::invalid, "append: the bytes are not exactly one v2 record batch")};
     }
-    const auto lod = be::read_i32(in.data() + batch_field::last_offset_delta);
-    const auto records = be::read_i32(in.data() + batch_field::record_count);
-    if (lod < 0 || records < 0) {
+    append_plan p;
+    p.lod = be::read_i32(in.data() + batch_field::last_offset_delta);
+    p.records = be::read_i32(in.data() + batch_field::record_count);
+    if (p.lod < 0 || p.records < 0) {
         return failure{format_error(format_errc::invalid, "append: negative last offset delta or record count")};
     }
-    if (_next > std::numeric_limits<std::int64_t>::max() - lod - 1) {
+    if (next > std::numeric_limits<std::int64_t>::max() - p.lod - 1) {
         return failure{format_error(format_errc::too_large, "append: offsets would pass INT64_MAX")};
     }
-    if (_count + records > std::numeric_limits<std::int32_t>::max()) {
+    if (count + p.records > std::numeric_limits<std::int32_t>::max()) {
         return failure{format_error(format_errc::too_large, "append: segment message count would pass INT32_MAX")};
     }
-    if (_buf.size() + in.size() + segment_footer_size > max_segment_size) {
+    if (size + in.size() + segment_footer_size > max_segment_size) {
         return failure{format_error(format_errc::too_large,
                                     fmt::format("append: segment would pass {} bytes", max_segment_size))};
     }
+    return p;
+}
+
+} // namespace
+
+result<void, format_error> segment_builder::can_append(std::span<const batch_view> batches) const {
+    std::int64_t next = _next, count = _count;
+    std::size_t size = _buf.size();
+    for (const auto& b : batches) {
+        auto p = plan_append(b.bytes, next, count, size);
+        if (!p) return failure{std::move(p).error()};
+        next += std::int64_t{p->lod} + 1;
+        count += p->records;
+        size += b.bytes.size();
+    }
+    return ok();
+}
+
+result<std::int64_t, format_error> segment_builder::append(std::span<const char> in) {
+    auto plan = plan_append(in, _next, _count, _buf.size());
+    if (!plan) return failure{std::move(plan).error()};
+    const auto lod = plan->lod;
+    const auto records = plan->records;
     const std::size_t pos = _buf.size();
     const std::int64_t base = _next;
     _index.add_batch(base, static_cast<std::int32_t>(pos), records);

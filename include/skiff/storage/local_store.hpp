@@ -17,7 +17,10 @@
 //
 // Limitations of a file system compared to S3: a key cannot also be a "directory" of other
 // keys ("a" and "a/b" cannot both exist; the second put fails with errc::permanent), and the
-// empty directories that remove() leaves behind are removed on a best-effort basis.
+// empty directories that remove() leaves behind are removed on a best-effort basis. Symlinks
+// and other non-regular files under the root are not objects (not listed, get/size say
+// not_found), but symlinked directories on the way to a key are followed. if_absent needs
+// RENAME_NOREPLACE (ext4, xfs, btrfs, tmpfs; not every network or overlay file system).
 //
 // Errors: ENOENT → not_found; an existing key with if_absent → precondition_failed; ENOSPC,
 // EIO, EACCES and other local failures → permanent with a sentence naming the path and the

@@ -171,6 +171,11 @@ public:
     result<std::int64_t, format_error> append(const batch_view& batch);
     result<std::int64_t, format_error> append(std::span<const char> batch_bytes);
 
+    // Whether ALL of `batches` would append, without appending anything: a produce request's
+    // batches are accepted whole or not at all, so check first, then append each (which then
+    // cannot fail). Fails with what the first failing append would have returned.
+    result<void, format_error> can_append(std::span<const batch_view> batches) const;
+
     std::int64_t base_offset() const noexcept { return _base; }
     std::int64_t next_offset() const noexcept { return _next; }
     std::size_t batch_count() const noexcept { return _batches; }

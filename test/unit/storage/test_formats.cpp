@@ -305,6 +305,28 @@ TEST_CASE("segment_builder refuses what the format cannot hold", "[storage][form
         CHECK(seg.meta.message_count == std::numeric_limits<std::int32_t>::max());
         CHECK(decode_segment(sp(seg.kfs)));
     }
+    SECTION("can_append checks a whole set without appending") {
+        segment_builder b(0);
+        REQUIRE(b.append(sp(fake_batch(std::numeric_limits<std::int32_t>::max() - 10))));
+        const auto small = fake_batch(5);
+        const auto big = fake_batch(6);
+        auto sv = parse_batch(sp(small));
+        auto bv = parse_batch(sp(big));
+        REQUIRE(sv);
+        REQUIRE(bv);
+        std::vector<batch_view> fits{*sv, *sv};   // 10 more records: exactly INT32_MAX
+        std::vector<batch_view> over{*sv, *bv};   // 11 more: one too many
+        CHECK(b.can_append(fits));
+        auto r = b.can_append(over);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == format_errc::too_large);
+        CHECK(b.batch_count() == 1); // nothing appended by either check
+        std::vector<batch_view> bad{*sv, batch_view{}};
+        CHECK(b.can_append(bad).error().code == format_errc::invalid);
+        for (const auto& v : fits) REQUIRE(b.append(v));
+        CHECK(b.batch_count() == 3);
+        CHECK(std::move(b).finish(0).meta.message_count == std::numeric_limits<std::int32_t>::max());
+    }
     SECTION("offsets past INT64_MAX") {
         segment_builder b(std::numeric_limits<std::int64_t>::max() - 5);
         REQUIRE(b.append(sp(fake_batch(5))));

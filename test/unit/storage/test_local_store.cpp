@@ -5,6 +5,7 @@
 #include "store_contract.hpp"
 
 #include <skiff/runtime/reactor.hpp>
+#include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
 #include <skiff/storage/local_store.hpp>
 
@@ -13,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <coroutine>
 #include <cstdlib>
@@ -334,19 +336,28 @@ struct cancel_observation {
     bool final_was_partial = false; // the final key ever held something but the whole body
 };
 
-// Stops `src` after `turns` loop turns; meanwhile watches the final file: it must be absent,
-// the old body, or the whole new body, never anything in between.
-task<void> stop_after(std::stop_source* src, int turns, std::string final_path, const std::string* old_body,
-                      std::size_t new_size, cancel_observation* obs) {
-    for (int i = 0; i < turns; ++i) {
-        co_await yield_once{};
+// Stops `src` after `turns` loop turns, or ends early once the put finished; meanwhile
+// watches the final file: absent, the old object or the whole new one, never in between (a
+// file being written grows, so its size tells).
+task<void> stop_after(std::stop_source* src, int turns, const bool* put_done, std::string final_path,
+                      std::uintmax_t old_size, std::uintmax_t new_size, cancel_observation* obs) {
+    for (int i = 0; i < turns && !*put_done; ++i) {
+        // Single turns first, to land between the put's steps; then 1 ms steps, so a slow
+        // disk's fsync is still outwaited and the late-stop side gets exercised too.
+        if (i < 64) co_await yield_once{};
+        else (void)co_await runtime::sleep(std::chrono::milliseconds(1));
         std::error_code ec;
-        if (fs::exists(final_path, ec)) {
-            const std::string now = read_file(final_path);
-            if (!(now.size() == new_size || (old_body && now == *old_body))) obs->final_was_partial = true;
-        }
+        const auto now = fs::file_size(final_path, ec);
+        if (!ec && now != new_size && now != old_size) obs->final_was_partial = true;
     }
     src->request_stop();
+}
+
+task<result<void, store_error>> put_then_flag(local_store* s, std::string key, std::span<const char> body,
+                                              bool if_absent, std::stop_token st, bool* done) {
+    auto r = co_await s->put(key, body, if_absent, st);
+    *done = true;
+    co_return r;
 }
 
 } // namespace
@@ -379,9 +390,10 @@ TEST_CASE("local store: a cancelled put never leaves a partial or a cancelled ob
             }
             std::stop_source src;
             cancel_observation obs;
+            bool done = false;
             auto [r, stopped] = co_await runtime::when_all(
-                s->put(key, bytes(body), !overwrite, src.get_token()),
-                stop_after(&src, turns, s->path_of(key), overwrite ? &old_body : nullptr, body.size(), &obs));
+                put_then_flag(s, key, bytes(body), !overwrite, src.get_token(), &done),
+                stop_after(&src, turns, &done, s->path_of(key), overwrite ? old_body.size() : body.size(), body.size(), &obs));
             (void)stopped;
             INFO("k = " << k << ": " << message(r));
             CHECK_FALSE(obs.final_was_partial);
