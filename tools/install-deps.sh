@@ -12,7 +12,7 @@ build_pkgs=(
 )
 test_pkgs=(
   kcat python3-confluent-kafka
-  curl procps
+  curl procps chromium
 )
 
 want=("${build_pkgs[@]}")

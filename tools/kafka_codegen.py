@@ -7,17 +7,45 @@ Usage:
 
 Input: the files of clients/src/main/resources/common/message/ (src/kafka/schemas/). The schema
 language is described in src/kafka/schemas/README.upstream.md; the wire format in
-https://kafka.apache.org/protocol.html. Python 3 standard library only.
+https://kafka.apache.org/protocol.html. Python 3 standard library only. The primitives the
+generated code calls (reader, writer, uuid, decode_error) are in include/skiff/kafka/protocol.hpp.
 
 What is generated (namespace skiff::kafka):
-  - one struct per message (PascalCase, the schema's name) with its nested structs and
-    commonStructs declared inside it (FetchResponse::PartitionData), fields in snake_case with
-    the schema's defaults, `encode(writer&, version)`, `decode(reader&, version)` and `read(...)`;
-  - enum class api_key, the api_table (name, valid versions, first flexible version) and
-    decode_request()/decode_response() dispatching on (api key, version).
+  - one struct per message, named as in the schema (PascalCase: FetchResponse), with its inline
+    structs and commonStructs declared inside it (FetchResponse::PartitionData). PascalCase
+    types keep the names greppable against Kafka's docs and cannot collide with the snake_case
+    fields (FetchRequest has a field ReplicaState of type ReplicaState). Fields are snake_case
+    (a C++ keyword gets a trailing underscore) with the schema's defaults;
+  - per struct: encode(writer&, version), read(out, reader&, version) and decode(reader&,
+    version) -> result<T, decode_error>, and a defaulted operator==;
+  - per message: api (the api_key), message_name, min_version, max_version, flexible_from;
+  - enum class api_key, api_table (name, valid versions, first flexible version, unstable
+    flag), find_api(), is_flexible(), and decode_request()/decode_response() returning a
+    std::variant of every request/response type.
 
-Every feature the schemas use is handled; anything else (a nullable uuid, say) stops the
-generator with an error rather than producing a wrong codec.
+Schema features and how they map:
+  - types: bool, int8, int16, uint16, int32, uint32, int64, float64, uuid, string, bytes,
+    records, structs, arrays of any of these ([]T). string/bytes/records are std::string;
+    records are always std::optional (null by default), as are fields with nullableVersions.
+  - versions / nullableVersions / flexibleVersions / taggedVersions: "N+", "N-M", "N", "none";
+    conditions are simplified against validVersions. Field-level flexibleVersions (RequestHeader
+    ClientId: "none") keeps the classic int16/int32 length in flexible versions.
+  - flexible versions: compact lengths (unsigned varint length+1, 0 = null) and a tagged-fields
+    section after every struct. Known tags are decoded from a sub-reader bounded by their size
+    (a value shorter than its size is accepted, the rest skipped); unknown tags are skipped and
+    not kept (re-encoding drops them). A tagged field is written only when it differs from its
+    default, in ascending tag order. A field may be inline in old versions and tagged later.
+  - nullable structs: int8 marker (-1 null, 1 present) in nullable versions.
+  - defaults: decimal, 0x hex, 0-prefixed octal, true/false, floats, strings and "null".
+  - ignorable: encoding a version that lacks a non-ignorable field whose value is not its
+    default is an error recorded in the writer (Kafka's UnsupportedVersionException); ignorable
+    fields are dropped silently. Decoding leaves absent fields at their defaults.
+  - mapKey, entityType, about (emitted as comments), zeroCopy, listeners, deprecatedVersions:
+    no effect on the wire, not used. latestVersionUnstable goes to api_table.
+Not supported (the generator stops with an error): nullable uuid or scalar fields, defaults on
+bytes/uuid/array/struct fields other than "null", arrays of arrays, recursive structs, a
+request without its response (or versions differing between the two), and array elements that
+take zero bytes in a non-flexible version (the reader bounds element counts by bytes left).
 """
 
 import argparse
@@ -607,8 +635,11 @@ class Codec:
                         o('if ((%s) && !%s.read_int8(%s)) %s' % (nullable, rd, m, fail(label)))
                     else:
                         o('if (!%s.read_int8(%s)) %s' % (rd, m, fail(label)))
-                    o('if (%s >= 0 && !%s::read(%s.emplace(), %s, version)) %s'
-                      % (m, t.text, target, rd, fail(None)))
+                    o('if (%s < 0) {' % m)
+                    o('    %s.reset();' % target)
+                    o('} else if (!%s::read(%s.emplace(), %s, version)) {' % (t.text, target, rd))
+                    o('    %s' % fail(None))
+                    o('}')
                     o.dedent()
                     o('}')
                 else:
@@ -619,6 +650,17 @@ class Codec:
 
 def struct_decl(o, msg, s, is_top):
     name = s.name
+    if is_top and msg.order:
+        # Nested structs are complete namespace-scope classes, aliased into the message: as
+        # classes nested in it, their member defaults would not be parsed yet where the
+        # enclosing class needs them (std::optional<Nested> checks is_constructible; CWG 1397).
+        o('namespace schema::%s {' % msg.name)
+        o()
+        for ns in msg.order:
+            struct_decl(o, msg, ns, False)
+            o()
+        o('} // namespace schema::%s' % msg.name)
+        o()
     if is_top:
         o('// %s (%s%s), valid versions %s, flexible versions %s. Schema: %s'
           % (msg.name, msg.type, '' if msg.api_key is None else ', api key %d' % msg.api_key,
@@ -635,7 +677,8 @@ def struct_decl(o, msg, s, is_top):
         o('static constexpr std::int16_t flexible_from = %d;' % msg.flexible_from)
         o()
         for ns in msg.order:
-            struct_decl(o, msg, ns, False)
+            o('using %s = schema::%s::%s;' % (ns.name, msg.name, ns.name))
+        if msg.order:
             o()
     for f in s.fields:
         init, _ = default_init(f)

@@ -39,6 +39,7 @@ constexpr std::string_view page = R"SKIFFHTML(<!DOCTYPE html>
   .flush-title { font-weight: 600; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
   .flush-meta, .flush-share { color: var(--muted); font-size: 12px; }
   .flush-share b { color: var(--ink); font-weight: 600; }
+  .flush-share .part { white-space: nowrap; }
   .flush-track, .axis-track { position: relative; flex: 1 1 auto; min-width: 200px; }
   .tick { position: absolute; top: 0; bottom: 0; border-left: 1px solid var(--line); }
   .tick-label { position: absolute; top: 4px; font-size: 11px; color: var(--muted); padding-left: 3px; white-space: nowrap; }
@@ -149,6 +150,15 @@ constexpr std::string_view page = R"SKIFFHTML(<!DOCTYPE html>
     });
     return { lanes: out, count: ends.length };
   }
+  function tickLabel(ns, step) {
+    var units = [[1e9, 's'], [1e6, 'ms'], [1e3, '\u00b5s'], [1, 'ns']];
+    for (var i = 0; i < units.length; i++) {
+      if (step >= units[i][0] || i === units.length - 1) {
+        return String(Math.round(ns / units[i][0] * 1000) / 1000) + ' ' + units[i][1];
+      }
+    }
+    return String(ns);
+  }
   function niceStep(windowNs) {
     var raw = windowNs / 8, p = Math.pow(10, Math.floor(Math.log10(raw)));
     var steps = [1, 2, 5, 10];
@@ -222,7 +232,7 @@ constexpr std::string_view page = R"SKIFFHTML(<!DOCTYPE html>
     for (var t = 0; t <= windowNs; t += step) {
       var tick = el('div', 'tick');
       tick.style.left = pct(t, windowNs);
-      tick.appendChild(el('span', 'tick-label', t === 0 ? '0' : dur(t)));
+      tick.appendChild(el('span', 'tick-label', t === 0 ? '0' : tickLabel(t, step)));
       axisTrack.appendChild(tick);
     }
     axis.appendChild(axisTrack);
@@ -261,8 +271,9 @@ constexpr std::string_view page = R"SKIFFHTML(<!DOCTYPE html>
         });
         parts.forEach(function (p, i) {
           if (i) share.appendChild(document.createTextNode(' \u00b7 '));
-          share.appendChild(document.createTextNode(p[0] + ' '));
-          share.appendChild(el('b', null, p[1] + '%'));
+          var part = el('span', 'part', p[0] + ' ');
+          part.appendChild(el('b', null, p[1] + '%'));
+          share.appendChild(part);
         });
         label.appendChild(share);
       }

@@ -31,26 +31,28 @@ std::string unhex(const char* h) {
 }
 
 // Some population for the messages the broker handles most.
-void populate(ProduceRequest& m) {
+void populate(ProduceRequest& m, std::int16_t) {
     m.topic_data.emplace_back();
     m.topic_data[0].name = "t";
     m.topic_data[0].partition_data.emplace_back();
     m.topic_data[0].partition_data[0].records = std::string(70, '\0');
 }
-void populate(FetchRequest& m) {
+void populate(FetchRequest& m, std::int16_t version) {
     m.topics.emplace_back();
     m.topics[0].topic = "t";
     m.topics[0].partitions.emplace_back();
-    m.forgotten_topics_data.emplace_back();
-    m.forgotten_topics_data[0].partitions = {1, 2};
+    if (version >= 7) { // not ignorable: only where the version has it
+        m.forgotten_topics_data.emplace_back();
+        m.forgotten_topics_data[0].partitions = {1, 2};
+    }
 }
-void populate(MetadataRequest& m) {
+void populate(MetadataRequest& m, std::int16_t) {
     m.topics.emplace();
     m.topics->emplace_back();
     m.topics->at(0).name = "t";
 }
 template <typename T>
-void populate(T&) {}
+void populate(T&, std::int16_t) {}
 
 template <typename Req>
 int write_api(const std::string& dir) {
@@ -59,7 +61,7 @@ int write_api(const std::string& dir) {
     if (Req::flexible_from >= 0) versions.insert(Req::flexible_from);
     for (std::int16_t v : versions) {
         Req m;
-        populate(m);
+        populate(m, v);
         auto framed = encode_request(m, v, 1, std::string("seed"));
         if (!framed) {
             std::fprintf(stderr, "%s v%d: %s\n", std::string(Req::message_name).c_str(), v,

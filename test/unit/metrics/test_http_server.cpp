@@ -105,7 +105,7 @@ TEST_CASE("http server: GET, query parameters, HEAD, 404 and 405 with Allow", "[
             auto b = co_await probe(addr, test::get_request("/boom"));
             CHECK(b.status == 500);
         });
-        CHECK(srv->counters().requests == 8);
+        CHECK(srv->counters().requests == 7);
         CHECK(srv->counters().open == 0);
     };
     run_task(t());
@@ -234,7 +234,7 @@ TEST_CASE("http server: random garbage never crashes it", "[http][server]") {
         auto srv = make_server();
         co_await with_server(srv.get(), [](socket_address addr) -> task<void> {
             std::mt19937 rng(1234);
-            const std::string alphabet = "GET POST /\r\n:HTTP/1.1 Host Content-Length 0123456789\x00\xff%?&= \t";
+            const std::string alphabet = "GET POST /\r\n:HTTP/1.1 Host Content-Length 0123456789\xff%?&= \t";
             for (int i = 0; i < 300; ++i) {
                 std::string junk;
                 const int len = static_cast<int>(rng() % 300);
