@@ -1,5 +1,6 @@
 // The partition log on the real S3 peer (SigV4-checking moto) behind the fault proxy: the
 // failure scenarios of the unit tests, for real. Run through with-s3.sh.
+#include "log_audit.hpp"
 #include "run_task.hpp"
 
 #include <skiff/http/client.hpp>
@@ -23,6 +24,11 @@ using namespace skiff;
 using namespace skiff::runtime;
 using namespace skiff::storage;
 using namespace std::chrono_literals;
+using skiff::test::audit;
+using skiff::test::batch_of;
+using skiff::test::outcome;
+using skiff::test::produce;
+using skiff::test::read_all;
 
 namespace {
 
@@ -66,66 +72,6 @@ log_config cfg_for_tests() {
     c.append_timeout = 20s;
     c.close_timeout = 20s;
     return c;
-}
-
-std::string batch_of(int first, int n) {
-    std::vector<record> recs;
-    for (int i = 0; i < n; ++i) recs.emplace_back(std::string("k"), fmt::format("v{}", first + i));
-    return build_batch(0, recs);
-}
-
-struct outcome {
-    bool acked = false;
-    std::int64_t base = -1, last = -1;
-    std::optional<append_errc> error;
-};
-
-task<outcome> produce(partition_log* log, std::string set) {
-    auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::durable);
-    outcome o;
-    if (r) {
-        o.acked = true;
-        o.base = r->base_offset;
-        o.last = r->last_offset;
-    } else {
-        o.error = r.error().code;
-    }
-    co_return o;
-}
-
-task<std::map<std::int64_t, std::string>> read_all(partition_log* log) {
-    std::map<std::int64_t, std::string> out;
-    std::int64_t off = log->log_start_offset();
-    while (off < log->high_watermark()) {
-        auto r = co_await log->read(off, 1 << 20);
-        REQUIRE(r.has_value());
-        auto batches = split_batches(std::span<const char>(r->records.data(), r->records.size()));
-        REQUIRE(batches.has_value());
-        if (batches->empty()) break;
-        for (auto& b : *batches) {
-            auto recs = parse_records(b);
-            REQUIRE(recs.has_value());
-            for (auto& rec : *recs) {
-                auto o = b.base_offset + rec.offset_delta;
-                REQUIRE(out.count(o) == 0);
-                out[o] = std::string(*rec.value);
-            }
-            off = b.next_offset();
-        }
-    }
-    co_return out;
-}
-
-void audit(const std::vector<outcome>& outs, const std::vector<int>& firsts, const std::map<std::int64_t, std::string>& log) {
-    for (std::size_t i = 0; i < outs.size(); ++i) {
-        if (!outs[i].acked) continue;
-        for (std::int64_t o = outs[i].base; o <= outs[i].last; ++o) {
-            INFO("offset " << o);
-            auto it = log.find(o);
-            REQUIRE(it != log.end());
-            CHECK(it->second == fmt::format("v{}", firsts[i] + (o - outs[i].base)));
-        }
-    }
 }
 
 task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, partition_id id, log_config cfg) {

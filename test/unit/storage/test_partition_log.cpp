@@ -1,6 +1,7 @@
 // The partition log under failure: every scenario ends with the same audit — every
 // acknowledged record is readable, in order, once per offset, and nothing unacknowledged was
 // reported acknowledged.
+#include "log_audit.hpp"
 #include "run_task.hpp"
 
 #include <skiff/runtime/timer.hpp>
@@ -23,6 +24,11 @@ using namespace skiff;
 using namespace skiff::runtime;
 using namespace skiff::storage;
 using namespace std::chrono_literals;
+using skiff::test::audit;
+using skiff::test::batch_of;
+using skiff::test::outcome;
+using skiff::test::produce;
+using skiff::test::read_all;
 
 namespace {
 
@@ -41,74 +47,6 @@ log_config test_config() {
 }
 
 // A record set with one batch of `n` records whose values name the producer's sequence.
-std::string batch_of(int first_seq, int n) {
-    std::vector<record> recs;
-    for (int i = 0; i < n; ++i) recs.emplace_back(std::string("k"), fmt::format("v{}", first_seq + i));
-    return build_batch(0, recs);
-}
-
-struct outcome {
-    bool acked = false;
-    std::int64_t base = -1, last = -1;
-    std::optional<append_errc> error;
-};
-
-task<outcome> produce(partition_log* log, std::string set) {
-    auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::durable);
-    outcome o;
-    if (r) {
-        o.acked = true;
-        o.base = r->base_offset;
-        o.last = r->last_offset;
-    } else {
-        o.error = r.error().code;
-    }
-    co_return o;
-}
-
-// Reads the whole log and returns offset -> value.
-task<std::map<std::int64_t, std::string>> read_all(partition_log* log) {
-    std::map<std::int64_t, std::string> out;
-    std::int64_t off = log->log_start_offset();
-    while (off < log->high_watermark()) {
-        auto r = co_await log->read(off, 1 << 20);
-        REQUIRE(r.has_value());
-        auto batches = split_batches(std::span<const char>(r->records.data(), r->records.size()));
-        REQUIRE(batches.has_value());
-        if (batches->empty()) break;
-        for (auto& b : *batches) {
-            auto recs = parse_records(b);
-            REQUIRE(recs.has_value());
-            for (auto& rec : *recs) {
-                auto o = b.base_offset + rec.offset_delta;
-                REQUIRE(out.count(o) == 0); // once per offset
-                out[o] = std::string(*rec.value);
-            }
-            off = b.next_offset();
-        }
-    }
-    co_return out;
-}
-
-// The audit: every acknowledged record is readable at its offset with its value.
-void audit(const std::vector<outcome>& outcomes, const std::vector<int>& first_seqs,
-           const std::map<std::int64_t, std::string>& log) {
-    for (std::size_t i = 0; i < outcomes.size(); ++i) {
-        if (!outcomes[i].acked) continue;
-        for (std::int64_t o = outcomes[i].base; o <= outcomes[i].last; ++o) {
-            INFO("offset " << o);
-            auto it = log.find(o);
-            REQUIRE(it != log.end());
-            CHECK(it->second == fmt::format("v{}", first_seqs[i] + (o - outcomes[i].base)));
-        }
-    }
-    // Offsets ascend with the values (in order).
-    std::int64_t prev = -1;
-    for (auto& [o, v] : log) {
-        CHECK(o > prev);
-        prev = o;
-    }
-}
 
 task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, log_config cfg) {
     auto l = co_await partition_log::open(*store, *budget, pid, std::move(cfg));
