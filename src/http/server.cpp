@@ -1,6 +1,7 @@
 // HTTP/1.1 server on the reactor. Message syntax per RFC 9112 (request line, header fields,
 // Content-Length framing); anything it cannot frame safely is answered and the connection
 // closed, with a lingering close so the client reads the answer before the socket goes away.
+#include <skiff/core/form_decode.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/http/server.hpp>
 #include <skiff/runtime/errc.hpp>
@@ -82,28 +83,7 @@ bool has_token(std::string_view value, std::string_view token) noexcept {
     return false;
 }
 
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-std::string percent_decode(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '+') {
-            out += ' ';
-        } else if (s[i] == '%' && i + 2 < s.size() + 0 && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-            out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-            i += 2;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
-}
+std::string percent_decode(std::string_view s) { return form_decode(s); }
 
 int fail(std::string* why, int status, std::string msg) {
     if (why) *why = std::move(msg);

@@ -1,3 +1,4 @@
+#include <skiff/core/form_decode.hpp>
 #include <skiff/metrics/collect.hpp>
 #include <skiff/metrics/exposition.hpp>
 #include <skiff/metrics/service.hpp>
@@ -18,28 +19,7 @@ using ojson = nlohmann::ordered_json;
 
 constexpr std::string_view json_type = "application/json";
 
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-std::string decode(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '+') {
-            out += ' ';
-        } else if (s[i] == '%' && i + 2 < s.size() + 0 && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-            out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-            i += 2;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
-}
+std::string decode(std::string_view s) { return form_decode(s); }
 
 reply error_reply(int status, std::string_view message) {
     ojson o;
