@@ -8,5 +8,6 @@ namespace skiff::cli {
 
 int s3_command(const std::vector<std::string>& args);
 int fsck_command(const std::vector<std::string>& args);
+int serve_command(const std::vector<std::string>& args);
 
 } // namespace skiff::cli

@@ -14,6 +14,7 @@ void usage(std::FILE* out) {
     std::fputs("usage: skiff <command> [args]\n"
                "\n"
                "commands:\n"
+               "  serve                   run the Kafka broker (see `skiff serve --help`)\n"
                "  s3 ls|get|put|rm|stat   talk to S3 with skiff's own client (see `skiff s3 --help`)\n"
                "  fsck TARGET [--repair]  check a namespace's segments and indexes (see `skiff fsck --help`)\n"
                "  version                 print the version\n",
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
     }
     std::string_view cmd = args[0];
     std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (cmd == "serve") return skiff::cli::serve_command(rest);
     if (cmd == "s3") return skiff::cli::s3_command(rest);
     if (cmd == "fsck") return skiff::cli::fsck_command(rest);
     if (cmd == "version" || cmd == "--version") {

@@ -46,6 +46,12 @@ public:
             _s = nullptr;
             _n = 0;
         }
+        // Keeps the units taken for good: the semaphore is then used as a counter of events
+        // (acquire consumes one) rather than of resources.
+        void consume() noexcept {
+            _s = nullptr;
+            _n = 0;
+        }
 
     private:
         semaphore* _s = nullptr;

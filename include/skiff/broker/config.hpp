@@ -1,0 +1,41 @@
+// What `skiff serve` is told: listeners, the store, and the storage-engine knobs a broker
+// operator tunes. Filled by the CLI from flags and SKIFF_* variables (src/cli/serve_cmd.cpp).
+#pragma once
+
+#include <skiff/s3/client.hpp>
+#include <skiff/storage/partition_log.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace skiff::broker {
+
+struct broker_config {
+    broker_config() = default;
+    std::string kafka_addr = "0.0.0.0:9092";
+    // host:port put in Metadata. Empty: the address the client connected to, so a broker on
+    // 0.0.0.0 is reachable under whatever address each client used.
+    std::string advertised_addr;
+    std::string http_addr = "127.0.0.1:9644"; // empty: no observability endpoint
+    unsigned cores = 0;                         // 0: every core of the machine
+
+    // Store: a local directory (the embedded default) unless s3_bucket is set.
+    std::string data_dir = "./skiff-data";
+    std::string s3_bucket;                      // "bucket" or "bucket/prefix"
+    std::optional<s3::client_config> s3;        // set together with s3_bucket
+    std::string ns = "default";
+
+    storage::log_config log;                    // upload mode, linger, segment size, ...
+    bool auto_create_topics = true;
+    std::int32_t default_partitions = 1;
+    std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection
+    std::size_t max_inflight_requests = 64;     // per connection: read ahead, answer in order
+    std::chrono::milliseconds group_initial_rebalance_delay{3000};
+    std::chrono::milliseconds shutdown_timeout{30000};
+    std::int32_t node_id = 0;
+    std::string cluster_id = "skiff";
+};
+
+} // namespace skiff::broker

@@ -1,0 +1,105 @@
+// Consumer groups: Kafka's classic group protocol (JoinGroup / SyncGroup / Heartbeat /
+// LeaveGroup) and committed offsets, for the groups one core owns.
+//
+// Every group is owned by exactly one core (the broker routes by a hash of the group id), so a
+// coordinator is single-threaded: all calls on the core that created it. Each call takes the
+// decoded request and its version and returns the response for that version; the broker does
+// the framing. Calls never take a cross-core stop_token: a pending JoinGroup/SyncGroup is
+// completed by the group's own timers (rebalance and session timeouts) or by close().
+//
+// Committed offsets are kept in the object store, one object per group,
+// `{ns}/skiff~meta/groups/{escaped group id}/offsets.json` ('~' cannot occur in a Kafka topic
+// name, so these keys never collide with a topic's segments). An OffsetCommit is answered only
+// once that object is stored, so an acknowledged commit survives a broker restart.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/kafka/frame.hpp>
+#include <skiff/runtime/task.hpp>
+#include <skiff/storage/object_store.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace skiff::broker {
+
+struct group_config {
+    group_config() = default;
+    std::string ns = "default";
+    // A new (empty) group waits this long for more members before the first rebalance
+    // completes (Kafka's group.initial.rebalance.delay.ms).
+    std::chrono::milliseconds initial_rebalance_delay{3000};
+    std::chrono::milliseconds min_session_timeout{6000};
+    std::chrono::milliseconds max_session_timeout{1800000};
+    // A member that joined for the first time must complete that join within this time, else it
+    // is dropped (Kafka's NewMemberJoinTimeoutMs; it cannot heartbeat before it has an id).
+    std::chrono::milliseconds new_member_join_timeout{300000};
+    // Bound on one offsets-object PUT; a commit whose write exceeds it is answered
+    // REQUEST_TIMED_OUT (retriable) and not reported as committed.
+    std::chrono::milliseconds offset_write_timeout{30000};
+    // OffsetCommit metadata longer than this is refused with OFFSET_METADATA_TOO_LARGE
+    // (Kafka's offset.metadata.max.bytes).
+    std::size_t max_metadata_bytes = 4096;
+    // A group left with no members and no committed offsets is forgotten after this long.
+    std::chrono::milliseconds empty_group_retention{600000};
+    // Wall-clock milliseconds for commit timestamps (null: the system clock). Tests inject one.
+    std::function<std::int64_t()> wall_ms;
+};
+
+struct group_stats {
+    std::size_t groups = 0;          // groups held in memory (with members or offsets)
+    std::size_t members = 0;         // members over all groups (not pending MEMBER_ID_REQUIRED ones)
+    std::uint64_t rebalances = 0;    // generations completed
+    std::uint64_t offset_commits = 0; // OffsetCommit requests acknowledged after their write landed
+};
+
+class group_coordinator {
+public:
+    group_coordinator(storage::object_store& store, group_config cfg);
+    ~group_coordinator();
+    group_coordinator(const group_coordinator&) = delete;
+    group_coordinator& operator=(const group_coordinator&) = delete;
+
+    // Lists the stored groups and loads the committed offsets of those `owns` accepts (the
+    // broker passes "hashes to this core"). Called once at start-up, before any request.
+    runtime::task<result<void, storage::store_error>> load(std::function<bool(std::string_view)> owns);
+
+    runtime::task<kafka::JoinGroupResponse> join(kafka::JoinGroupRequest req, std::int16_t version,
+                                                 std::string client_id, std::string client_host);
+    runtime::task<kafka::SyncGroupResponse> sync(kafka::SyncGroupRequest req, std::int16_t version);
+    kafka::HeartbeatResponse heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version);
+    kafka::LeaveGroupResponse leave(const kafka::LeaveGroupRequest& req, std::int16_t version);
+
+    runtime::task<kafka::OffsetCommitResponse> commit_offsets(kafka::OffsetCommitRequest req, std::int16_t version);
+    // Versions 0-7 name one group; from v8 the request may name several: the broker passes
+    // only the groups this core owns and merges the `groups` arrays of the answers.
+    runtime::task<kafka::OffsetFetchResponse> fetch_offsets(kafka::OffsetFetchRequest req, std::int16_t version);
+
+    // The groups this core owns (the broker merges the answers of all cores).
+    kafka::ListGroupsResponse list_groups(const kafka::ListGroupsRequest& req, std::int16_t version);
+    // Only groups this core owns are passed in; results in request order.
+    kafka::DescribeGroupsResponse describe_groups(const kafka::DescribeGroupsRequest& req, std::int16_t version);
+    runtime::task<kafka::DeleteGroupsResponse> delete_groups(kafka::DeleteGroupsRequest req, std::int16_t version);
+
+    // Completes pending joins and syncs with COORDINATOR_NOT_AVAILABLE, stops the timers and
+    // waits for offset writes in flight.
+    runtime::task<void> close();
+
+    group_stats stats() const noexcept;
+
+    struct state;
+
+private:
+    std::unique_ptr<state> _s;
+};
+
+// The store key of a group's committed offsets (see above): group ids may hold any character,
+// so everything outside [A-Za-z0-9._-] is %XX-escaped, and ids whose escaped form exceeds 200
+// bytes are shortened to a prefix plus a hash.
+std::string group_offsets_key(std::string_view ns, std::string_view group_id);
+
+} // namespace skiff::broker

@@ -1,0 +1,356 @@
+// Start-up, the accept loops, the observability endpoint, and the drain at shutdown.
+//
+// Start-up order (driven by core 0): every core opens its store and registers its shard;
+// core 0 reads the catalog (the first store access: an unreachable store fails start-up
+// with one sentence); every core loads its groups' offsets and restores its partitions; then
+// the Kafka port opens on every core. Shutdown reverses it: stop accepting and reading, answer
+// what was read, flush every partition, close groups, release the cores.
+#include <skiff/broker/broker.hpp>
+
+#include "shard.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+#include <skiff/core/log.hpp>
+#include <skiff/http/server.hpp>
+#include <skiff/metrics/endpoint.hpp>
+#include <skiff/metrics/service.hpp>
+#include <skiff/runtime/errc.hpp>
+#include <skiff/runtime/smp.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/local_store.hpp>
+#include <skiff/storage/s3_store.hpp>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace skiff::broker {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct startup {
+    std::atomic<unsigned> registered{0};
+    std::string error;          // set by core 0 (or by a core failing its setup, under the lock)
+    std::mutex error_lock;
+    std::atomic<bool> failed{false};
+    void fail(std::string e) {
+        std::lock_guard g(error_lock);
+        if (error.empty()) error = std::move(e);
+        failed = true;
+    }
+};
+
+result<void, std::string> open_store(shard& sh) {
+    const auto& cfg = sh.cfg();
+    if (!cfg.s3_bucket.empty()) {
+        if (!cfg.s3) return failure{std::string("S3 settings are missing")};
+        auto c = s3::client::create(*cfg.s3);
+        if (!c) return failure{c.error()};
+        sh.s3 = std::move(*c);
+        auto s = storage::s3_store::create(*sh.s3, "s3://" + cfg.s3_bucket);
+        if (!s) return failure{s.error().message};
+        sh.store = std::move(*s);
+    } else {
+        auto s = storage::local_store::create(cfg.data_dir);
+        if (!s) return failure{s.error().message};
+        sh.store = std::move(*s);
+    }
+    sh.budget = std::make_unique<storage::io_budget>(64, &sh.shared->io_cap);
+    group_config gc;
+    gc.ns = cfg.ns;
+    gc.initial_rebalance_delay = cfg.group_initial_rebalance_delay;
+    sh.groups = std::make_unique<group_coordinator>(*sh.store, gc);
+    return ok();
+}
+
+void register_metrics(shard& sh) {
+    auto& reg = metrics::registry::local();
+    const char* acks_names[3] = {"0", "1", "all"};
+    for (int i = 0; i < 3; ++i) {
+        metrics::labels l{{"acks", acks_names[i]}};
+        sh.produce[i].requests = reg.counter("skiff_kafka_produce_requests_total", "Produce requests answered.", l);
+        sh.produce[i].errors =
+            reg.counter("skiff_kafka_produce_errors_total", "Produce partitions answered with an error.", l);
+        sh.produce[i].latency = reg.histogram("skiff_kafka_produce_duration_seconds",
+                                              "Produce request latency, read to answer.", metrics::unit::seconds, l);
+    }
+    sh.fetch.requests = reg.counter("skiff_kafka_fetch_requests_total", "Fetch requests answered.");
+    sh.fetch.errors = reg.counter("skiff_kafka_fetch_errors_total", "Fetch partitions answered with an error.");
+    sh.fetch.latency = reg.histogram("skiff_kafka_fetch_duration_seconds",
+                                     "Fetch request latency including long-poll waits.", metrics::unit::seconds);
+    sh.fetch_bytes = reg.counter("skiff_kafka_fetch_bytes_total", "Record bytes returned by Fetch.", {},
+                                 metrics::unit::bytes);
+    sh.produce_bytes = reg.counter("skiff_kafka_produce_bytes_total", "Record bytes received by Produce.", {},
+                                   metrics::unit::bytes);
+    shard* p = &sh;
+    sh.registrations.push_back(reg.gauge_fn("skiff_kafka_open_connections", "Open Kafka connections.", {},
+                                            [p] { return static_cast<std::int64_t>(p->open_connections); }));
+    sh.registrations.push_back(reg.counter_fn("skiff_kafka_accepted_connections_total", "Kafka connections accepted.",
+                                              {}, [p] { return p->accepted_connections; }));
+    sh.registrations.push_back(reg.gauge_fn("skiff_partitions_owned", "Partitions this core owns and has restored.",
+                                            {}, [p] { return static_cast<std::int64_t>(p->parts.size()); }));
+    sh.registrations.push_back(reg.gauge_fn("skiff_groups", "Consumer groups this core coordinates.", {}, [p] {
+        return static_cast<std::int64_t>(p->groups ? p->groups->stats().groups : 0);
+    }));
+    sh.registrations.push_back(reg.gauge_fn("skiff_group_members", "Members of the groups this core coordinates.", {},
+                                            [p] {
+                                                return static_cast<std::int64_t>(
+                                                    p->groups ? p->groups->stats().members : 0);
+                                            }));
+    sh.registrations.push_back(reg.counter_fn("skiff_group_rebalances_total", "Group rebalances completed.", {}, [p] {
+        return p->groups ? p->groups->stats().rebalances : 0;
+    }));
+    sh.registrations.push_back(reg.counter_fn("skiff_group_offset_commits_total", "Offset commits stored.", {}, [p] {
+        return p->groups ? p->groups->stats().offset_commits : 0;
+    }));
+}
+
+runtime::task<void> accept_loop(shard* sh) {
+    auto st = sh->stop.get_token();
+    for (;;) {
+        auto s = co_await sh->listener->accept(st);
+        if (!s) {
+            if (runtime::is_cancelled(s.error()) || st.stop_requested()) break;
+            // EMFILE and friends: back off instead of spinning.
+            log::warn("accept on core {}: {}", sh->core, s.error().message());
+            auto slept = co_await runtime::sleep(10ms, st);
+            (void)slept;
+            continue;
+        }
+        int one = 1;
+        ::setsockopt(s->fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        ++sh->accepted_connections;
+        auto spawned = sh->conns.spawn(serve_connection(*sh, std::move(*s)));
+        if (!spawned) break;
+    }
+}
+
+// Every core listens on the same port (SO_REUSEPORT; the kernel spreads connections). A
+// plain bind first makes sure no other process holds the port: SO_REUSEPORT alone would
+// silently share it with another broker of the same user.
+result<runtime::socket_address, std::string> bind_listeners_core0(shard& sh) {
+    auto addr = runtime::socket_address::parse(sh.cfg().kafka_addr);
+    if (!addr) return failure{"invalid --kafka-addr '" + sh.cfg().kafka_addr + "': " + addr.error()};
+    if (addr->port() != 0) {
+        auto probe = runtime::tcp_listener::listen(*addr, runtime::listen_options{16, false});
+        if (!probe) return failure{probe.error()};
+    }
+    auto l = runtime::tcp_listener::listen(*addr, runtime::listen_options{1024, true});
+    if (!l) return failure{l.error()};
+    auto bound = l->local_address();
+    sh.listener.emplace(std::move(*l));
+    return bound;
+}
+
+result<void, std::string> bind_listener(shard& sh, runtime::socket_address addr) {
+    auto l = runtime::tcp_listener::listen(addr, runtime::listen_options{1024, true});
+    if (!l) return failure{l.error()};
+    sh.listener.emplace(std::move(*l));
+    return ok();
+}
+
+runtime::task<metrics::readiness> store_ready(shard* sh, std::stop_token st) {
+    auto r = co_await sh->store->list(sh->cfg().ns + "/", "", "", 1, st);
+    if (!r) co_return metrics::readiness::no(sh->store->describe() + ": " + r.error().message);
+    co_return metrics::readiness::yes(sh->store->describe());
+}
+
+runtime::task<void> load_groups(shard* sh) {
+    const unsigned core = sh->core, cores = sh->shared->cores;
+    auto r = co_await sh->groups->load([core, cores](std::string_view g) { return group_owner(g, cores) == core; });
+    if (!r) log::warn("loading consumer groups on core {}: {}", core, r.error().message);
+}
+
+runtime::task<void> close_partitions(shard* sh) {
+    std::vector<runtime::task<void>> closing;
+    for (auto& [_, slot] : sh->parts) closing.push_back(slot->log->close());
+    if (!closing.empty()) co_await runtime::when_all(std::move(closing));
+}
+
+// One core's part of the drain.
+runtime::task<void> drain_core(shard* sh) {
+    sh->stop.request_stop(); // no new connections, no new requests; long polls answer now
+    if (sh->listener) sh->listener->close();
+    co_await runtime::when_all(close_partitions(sh), sh->conns.close(), sh->groups->close());
+    co_await sh->background.close();
+}
+
+runtime::task<void> signal_done(shard* sh) {
+    sh->done.signal(1);
+    co_return;
+}
+
+runtime::task<void> release_others(broker_shared* shared) {
+    for (unsigned c = 1; c < shared->cores; ++c) {
+        shard* other = shared->shards[c];
+        if (other) co_await runtime::submit_to(c, [other] { return signal_done(other); });
+    }
+}
+
+struct stop_signal {
+    runtime::semaphore sem{0, "stop"};
+};
+
+runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, serve_hooks* hooks) {
+    broker_shared& shared = *sh->shared;
+    // Wait for every core's shard.
+    while (su->registered.load() < shared.cores) co_await runtime::sleep(1ms);
+    if (su->failed) {
+        co_await release_others(&shared);
+        co_return;
+    }
+
+    // The observability endpoint first, so /health answers during restore.
+    metrics::service obs;
+    std::unique_ptr<http::server> http_srv;
+    std::stop_source http_stop;
+    // Its own gate: the endpoint keeps answering (/health, /metrics) while the cores drain.
+    runtime::gate http_gate("http");
+    std::string http_bound;
+    if (!sh->cfg().http_addr.empty()) {
+        http::server_config hc;
+        hc.addr = sh->cfg().http_addr;
+        auto srv = http::server::listen(hc);
+        if (!srv) {
+            su->fail("--http-addr: " + srv.error());
+            co_await release_others(&shared);
+            co_return;
+        }
+        http_srv = std::move(*srv);
+        http_bound = http_srv->local_address().to_string();
+        obs.set_ready_flag("partitions", false, "restoring");
+        obs.set_readiness_check("store", [sh](std::stop_token st) { return store_ready(sh, st); });
+        metrics::add_routes(*http_srv, obs);
+        auto spawned = http_gate.spawn(http_srv->serve(http_stop.get_token()));
+        (void)spawned;
+    }
+
+    // The catalog: the first store access.
+    result<catalog, storage::store_error> cat = failure{storage::store_error()};
+    {
+        runtime::deadline_scope scope(runtime::reactor::local().now() + 60s, stop);
+        cat = co_await load_catalog(*sh->store, sh->cfg().ns, scope.token());
+    }
+    if (!cat) {
+        su->fail("cannot read the store " + sh->store->describe() + ": " + cat.error().message);
+        http_stop.request_stop();
+        co_await http_gate.close();
+        co_await release_others(&shared);
+        co_return;
+    }
+    auto snap = std::make_shared<const catalog>(std::move(*cat));
+    std::size_t partitions = 0;
+    for (auto& [_, t] : snap->topics) partitions += static_cast<std::size_t>(t.partitions);
+    for (unsigned c = 0; c < shared.cores; ++c) {
+        shard* target = shared.shards[c];
+        co_await runtime::submit_to(c, [target] { return load_groups(target); });
+    }
+    {
+        std::vector<runtime::task<void>> restores;
+        for (unsigned c = 0; c < shared.cores; ++c) {
+            shard* target = shared.shards[c];
+            restores.push_back(runtime::submit_to(c, [target, snap] { return apply_catalog(*target, snap); }));
+        }
+        co_await runtime::when_all(std::move(restores));
+    }
+
+    // The Kafka port, on every core.
+    auto bound = bind_listeners_core0(*sh);
+    if (!bound) {
+        su->fail(bound.error());
+    } else {
+        for (unsigned c = 1; c < shared.cores && !su->failed; ++c) {
+            shard* target = shared.shards[c];
+            const runtime::socket_address* a = &*bound;
+            auto r = co_await runtime::submit_to(c, [target, a] { return bind_listener(*target, *a); });
+            if (!r) su->fail(r.error());
+        }
+    }
+    if (!su->failed) {
+        for (unsigned c = 0; c < shared.cores; ++c) {
+            shard* target = shared.shards[c];
+            co_await runtime::submit_to(c, [target] { (void)target->background.spawn(accept_loop(target)); });
+        }
+        obs.set_ready_flag("partitions", true, std::to_string(partitions) + " partitions restored");
+        log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", bound->to_string(),
+                  shared.cores, sh->store->describe(), sh->cfg().ns, snap->topics.size(),
+                  http_bound.empty() ? std::string() : ", metrics on http://" + http_bound);
+        if (hooks->on_ready) hooks->on_ready(bound->to_string(), http_bound);
+
+        // Wait for the stop request (from any thread: it is posted to this core).
+        stop_signal sig;
+        runtime::reactor* self = &runtime::reactor::local();
+        std::stop_callback on_stop(stop, [self, s = &sig] { self->post([s] { s->sem.signal(1); }); });
+        auto got = co_await sig.sem.acquire(1);
+        if (got) got->consume();
+        log::info("shutting down: draining connections and flushing partitions");
+    }
+
+    shared.stopping = true;
+    {
+        std::vector<runtime::task<void>> drains;
+        for (unsigned c = 0; c < shared.cores; ++c) {
+            shard* target = shared.shards[c];
+            drains.push_back(runtime::submit_to(c, [target] { return drain_core(target); }));
+        }
+        co_await runtime::when_all(std::move(drains));
+    }
+    http_stop.request_stop();
+    co_await http_gate.close();
+    co_await release_others(&shared);
+    if (!su->failed) log::info("shutdown complete");
+}
+
+runtime::task<void> core_main(unsigned core, broker_shared* shared, startup* su, std::stop_token stop,
+                              serve_hooks* hooks) {
+    shard sh;
+    sh.core = core;
+    sh.shared = shared;
+    if (auto r = open_store(sh); !r) su->fail(r.error());
+    register_metrics(sh);
+    shared->shards[core] = &sh;
+    su->registered.fetch_add(1);
+    if (core == 0) {
+        co_await core0_main(&sh, su, stop, hooks);
+    } else {
+        auto d = co_await sh.done.acquire(1);
+        if (d) d->consume();
+    }
+    // Nothing may reach this shard any more: core 0 released the cores after the drain.
+}
+
+} // namespace
+
+result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_hooks hooks) {
+    if (auto a = runtime::socket_address::parse(cfg.kafka_addr); !a) {
+        return failure{"invalid --kafka-addr '" + cfg.kafka_addr + "': " + a.error()};
+    }
+    if (!cfg.http_addr.empty()) {
+        if (auto a = runtime::socket_address::parse(cfg.http_addr); !a) {
+            return failure{"invalid --http-addr '" + cfg.http_addr + "': " + a.error()};
+        }
+    }
+    unsigned cores = cfg.cores ? cfg.cores : std::max(1u, std::thread::hardware_concurrency());
+    auto group = runtime::smp::create(cores);
+    if (!group) return failure{group.error()};
+    broker_shared shared;
+    shared.cfg = std::move(cfg);
+    shared.cores = cores;
+    shared.shards.assign(cores, nullptr);
+    startup su;
+    (*group)->run([&shared, &su, stop, &hooks](unsigned core) {
+        return core_main(core, &shared, &su, stop, &hooks);
+    });
+    if (su.failed) return failure{su.error};
+    return ok();
+}
+
+} // namespace skiff::broker

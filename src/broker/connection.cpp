@@ -1,0 +1,194 @@
+// One Kafka connection: requests are read ahead and handled concurrently, and answered
+// strictly in the order they arrived (the protocol matches responses by order as much as by
+// correlation id). The reader stops taking new requests at max_inflight_requests unanswered
+// ones, so a client that never reads cannot make the broker buffer without bound.
+//
+// Handlers start in arrival order and every handler issues its cross-core work before its
+// first suspension, so two produce requests of one connection reach a partition's core in
+// the order they were sent (idempotent producers pipeline up to five).
+#include "shard.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/metrics/registry.hpp>
+#include <skiff/runtime/errc.hpp>
+#include <skiff/runtime/socket.hpp>
+#include <skiff/runtime/when_all.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <deque>
+
+namespace skiff::broker {
+
+namespace {
+
+struct pending {
+    runtime::semaphore::units unit; // of conn_state::inflight, returned once answered
+    std::optional<std::string> bytes;
+    bool done = false;
+    bool close_after = false;
+};
+
+struct conn_state {
+    shard* sh = nullptr;
+    runtime::tcp_stream stream;
+    conn_info info;
+    std::string peer;
+    std::deque<std::shared_ptr<pending>> queue;
+    runtime::semaphore progress{0, "conn-progress"};
+    runtime::semaphore inflight{64, "conn-inflight"};
+    runtime::gate handlers{"conn-handlers"};
+    std::stop_source stop; // ends the reader: peer gone, write failure, protocol error, shutdown
+    bool reader_done = false;
+
+    explicit conn_state(std::size_t max_inflight) : inflight(max_inflight, "conn-inflight") {}
+};
+
+std::string host_of(const sockaddr_storage& ss) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (ss.ss_family == AF_INET) {
+        auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+        inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf);
+    } else if (ss.ss_family == AF_INET6) {
+        auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+        inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf);
+    }
+    return buf;
+}
+
+runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, std::string frame) {
+    try {
+        auto reply = co_await handle_request(*c->sh, c->info, std::move(frame));
+        slot->bytes = std::move(reply);
+    } catch (const std::exception& e) {
+        // A handler bug must not take the broker down; the connection cannot continue
+        // (the client would wait for this answer forever), so it is closed.
+        log::error("connection {}: request failed: {}", c->peer, e.what());
+        slot->close_after = true;
+    }
+    slot->done = true;
+    c->progress.signal(1);
+}
+
+runtime::task<void> reader(conn_state* c) {
+    std::string buf;
+    std::size_t start = 0;
+    const std::size_t max_frame = c->sh->cfg().max_frame_bytes;
+    auto st = c->stop.get_token();
+    for (;;) {
+        // Frames already buffered.
+        for (;;) {
+            std::span<const char> avail(buf.data() + start, buf.size() - start);
+            auto size = kafka::peek_frame_size(avail, max_frame);
+            if (!size) {
+                log::warn("connection {}: {}; closing it", c->peer, size.error().message);
+                c->stop.request_stop();
+                co_return;
+            }
+            if (!*size || avail.size() < kafka::size_prefix_bytes + **size) break;
+            std::string frame(avail.data() + kafka::size_prefix_bytes, **size);
+            start += kafka::size_prefix_bytes + **size;
+            auto unit = co_await c->inflight.acquire(1, st);
+            if (!unit) co_return;
+            auto slot = std::make_shared<pending>();
+            slot->unit = std::move(*unit);
+            c->queue.push_back(slot);
+            auto spawned = c->handlers.spawn(run_handler(c, slot, std::move(frame)));
+            if (!spawned) {
+                slot->done = true;
+                slot->close_after = true;
+            }
+        }
+        if (start > 0 && (start == buf.size() || start > (1u << 20))) {
+            buf.erase(0, start);
+            start = 0;
+        }
+        // Read more: at least 64 KiB of room, more when a large frame is announced.
+        std::size_t want = 64 * 1024;
+        if (buf.size() - start >= kafka::size_prefix_bytes) {
+            auto size = kafka::peek_frame_size(std::span<const char>(buf.data() + start, buf.size() - start), max_frame);
+            if (size && *size) want = std::max(want, kafka::size_prefix_bytes + **size - (buf.size() - start));
+        }
+        const std::size_t old = buf.size();
+        buf.resize(old + want);
+        auto n = co_await c->stream.read_some(std::span<char>(buf.data() + old, want), st);
+        if (!n || *n == 0) {
+            buf.resize(old);
+            if (!n && !runtime::is_cancelled(n.error())) {
+                log::debug("connection {}: read failed: {}", c->peer, n.error().message());
+            }
+            if (old > start) log::debug("connection {}: closed with a partial request", c->peer);
+            co_return;
+        }
+        buf.resize(old + *n);
+    }
+}
+
+runtime::task<void> writer(conn_state* c) {
+    std::string out;
+    for (;;) {
+        bool close = false;
+        while (!c->queue.empty() && c->queue.front()->done) {
+            auto& slot = *c->queue.front();
+            if (slot.bytes) out += *slot.bytes;
+            close = close || slot.close_after;
+            c->queue.pop_front();
+            if (close) break;
+        }
+        if (!out.empty()) {
+            auto w = co_await c->stream.write_all(out);
+            out.clear();
+            if (!w) {
+                log::debug("connection {}: write failed: {}", c->peer, w.error().message());
+                close = true;
+            }
+        }
+        if (close) {
+            c->stop.request_stop();
+            // Nothing more will be written: let the remaining handlers finish unanswered.
+            c->queue.clear();
+            co_return;
+        }
+        if (c->queue.empty() && c->reader_done) co_return;
+        auto u = co_await c->progress.acquire(1);
+        if (u) u->consume();
+    }
+}
+
+runtime::task<void> read_then_mark(conn_state* c) {
+    co_await reader(c);
+    c->reader_done = true;
+    c->progress.signal(1);
+}
+
+} // namespace
+
+runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream) {
+    conn_state c(sh.cfg().max_inflight_requests);
+    c.sh = &sh;
+    c.stream = std::move(stream);
+    {
+        sockaddr_storage local{};
+        socklen_t len = sizeof local;
+        if (::getsockname(c.stream.fd(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+            c.info.local_host = host_of(local);
+            c.info.local_port = local.ss_family == AF_INET
+                                    ? ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+        }
+        auto peer = c.stream.peer_address();
+        c.peer = peer.to_string();
+        c.info.client_host = "/" + host_of(peer.storage);
+    }
+    // Shutdown stops the reader; requests already read are still answered.
+    std::stop_callback on_shutdown(sh.stop.get_token(), [&c] { c.stop.request_stop(); });
+    ++sh.open_connections;
+    co_await runtime::when_all(read_then_mark(&c), writer(&c));
+    co_await c.handlers.close();
+    --sh.open_connections;
+    c.stream.close();
+}
+
+} // namespace skiff::broker

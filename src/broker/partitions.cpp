@@ -1,0 +1,281 @@
+// Partition ownership, restore-on-demand, and catalog changes (core 0) broadcast to every core.
+#include "shard.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/smp.hpp>
+#include <skiff/runtime/when_all.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <set>
+
+namespace skiff::broker {
+
+namespace {
+std::uint64_t fnv1a(std::string_view s) noexcept {
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+std::int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+} // namespace
+
+// Consecutive partitions of a topic land on consecutive cores, so one topic's load spreads
+// over all of them; the topic hash staggers where each topic starts.
+unsigned partition_owner(std::string_view topic, std::int32_t partition, unsigned cores) noexcept {
+    if (cores <= 1) return 0;
+    return static_cast<unsigned>((fnv1a(topic) + static_cast<std::uint64_t>(partition)) % cores);
+}
+
+unsigned group_owner(std::string_view group, unsigned cores) noexcept {
+    if (cores <= 1) return 0;
+    return static_cast<unsigned>(fnv1a(group) % cores);
+}
+
+namespace {
+storage::log_config log_config_for(const shard& sh) {
+    storage::log_config c = sh.cfg().log;
+    c.ns = sh.cfg().ns;
+    return c;
+}
+
+// Deletes every object under `prefix` (a partition's or a topic's). Pages are re-listed from
+// the start because deleting changes what follows.
+runtime::task<result<void, storage::store_error>> remove_prefix(storage::object_store& store, std::string prefix,
+                                                                std::stop_token st) {
+    for (;;) {
+        auto page = co_await store.list(prefix, "", "", 1000, st);
+        if (!page) co_return failure{page.error()};
+        if (page->objects.empty()) co_return ok();
+        for (auto& o : page->objects) {
+            auto r = co_await store.remove(o.key, st);
+            if (!r) co_return failure{r.error()};
+        }
+    }
+}
+} // namespace
+
+runtime::task<result<partition_slot*, storage::store_error>> local_partition(shard& sh, std::string topic,
+                                                                             std::int32_t partition) {
+    auto key = std::pair{topic, partition};
+    for (;;) {
+        if (auto it = sh.parts.find(key); it != sh.parts.end()) co_return it->second.get();
+        const topic_info* t = sh.cat->find(topic);
+        if (!t || partition < 0 || partition >= t->partitions) co_return nullptr;
+        if (sh.shared->stopping.load(std::memory_order_relaxed)) {
+            co_return failure{storage::store_error(storage::errc::cancelled, "the broker is shutting down")};
+        }
+        // Single flight: the first caller restores, the others wait for it and look again.
+        if (auto op = sh.opening.find(key); op != sh.opening.end()) {
+            auto sem = op->second;
+            auto u = co_await sem->acquire(1);
+            continue;
+        }
+        auto sem = std::make_shared<runtime::semaphore>(0, "partition-open");
+        sh.opening.emplace(key, sem);
+        storage::partition_id id(topic, partition);
+        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, id, log_config_for(sh));
+        sh.opening.erase(key);
+        sem->broken(); // wakes every waiter; they look again
+        if (!opened) {
+            log::warn("partition {}/{}: restore failed: {}", topic, partition, opened.error().message);
+            co_return failure{opened.error()};
+        }
+        auto& r = (*opened)->restored();
+        if (r.segments || r.orphan_kfs || r.orphan_index || r.corrupt) {
+            log::info("partition {}/{} restored: {} segments, next offset {}, {} orphan .kfs, {} orphan .index, "
+                      "{} corrupt, {} list pages",
+                      topic, partition, r.segments, r.next_offset, r.orphan_kfs, r.orphan_index, r.corrupt,
+                      r.list_pages);
+        }
+        auto slot = std::make_unique<partition_slot>();
+        slot->log = std::move(*opened);
+        auto* raw = slot.get();
+        sh.parts.emplace(key, std::move(slot));
+        co_return raw;
+    }
+}
+
+namespace {
+runtime::task<void> open_quietly(shard* sh, std::string topic, std::int32_t p) {
+    auto r = co_await local_partition(*sh, std::move(topic), p);
+    (void)r; // logged inside; requests retry the restore
+}
+
+runtime::task<void> close_and_delete(shard* sh, std::unique_ptr<partition_slot> slot, std::string topic,
+                                     std::int32_t p) {
+    co_await slot->log->close();
+    slot.reset();
+    auto prefix = storage::partition_prefix(sh->cfg().ns, storage::partition_id(topic, p));
+    auto r = co_await remove_prefix(*sh->store, prefix, {});
+    if (!r) log::warn("deleting {}: {}", prefix, r.error().message);
+}
+} // namespace
+
+runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
+    sh.cat = snap;
+    // Partitions whose topic is gone (or shrank, which Kafka never does): close, delete data.
+    std::vector<runtime::task<void>> work;
+    for (auto it = sh.parts.begin(); it != sh.parts.end();) {
+        const topic_info* t = snap->find(it->first.first);
+        if (!t || it->first.second >= t->partitions) {
+            work.push_back(close_and_delete(&sh, std::move(it->second), it->first.first, it->first.second));
+            it = sh.parts.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    // Newly owned partitions: restore now, so the first request does not pay for it.
+    for (auto& [name, t] : snap->topics) {
+        for (std::int32_t p = 0; p < t.partitions; ++p) {
+            if (partition_owner(name, p, sh.shared->cores) != sh.core) continue;
+            if (sh.parts.count(std::pair{name, p})) continue;
+            work.push_back(open_quietly(&sh, name, p));
+            if (work.size() >= 64) {
+                co_await runtime::when_all(std::move(work));
+                work.clear();
+            }
+        }
+    }
+    if (!work.empty()) co_await runtime::when_all(std::move(work));
+}
+
+namespace {
+runtime::task<void> broadcast(shard& sh0, std::shared_ptr<const catalog> snap) {
+    for (unsigned c = 0; c < sh0.shared->cores; ++c) {
+        shard* target = sh0.shared->shards[c];
+        const std::shared_ptr<const catalog>* sp = &snap; // pointer capture: see handlers.cpp
+        co_await runtime::submit_to(c, [target, sp] { return apply_catalog(*target, *sp); });
+    }
+}
+} // namespace
+
+runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int32_t partitions,
+                                          std::map<std::string, std::string> configs, bool validate_only) {
+    if (auto why = invalid_topic_name(name)) co_return admin_outcome{kerr::invalid_topic_exception, *why};
+    if (partitions <= 0 || partitions > 10000) {
+        co_return admin_outcome{kerr::invalid_partitions, "the partition count must be between 1 and 10000"};
+    }
+    std::set<std::string_view> known;
+    for (auto& d : topic_config_defaults()) known.insert(d.name);
+    for (auto& [k, v] : configs) {
+        if (!known.count(k)) co_return admin_outcome{kerr::invalid_config, "unknown topic config '" + k + "'"};
+    }
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    if (sh0.cat->find(name)) co_return admin_outcome{kerr::topic_already_exists, "topic '" + name + "' already exists"};
+    if (validate_only) co_return admin_outcome{};
+
+    // Leftovers of an earlier topic of this name (a delete interrupted by a crash) must not
+    // reappear in the new one.
+    auto cleaned = co_await remove_prefix(*sh0.store, sh0.cfg().ns + "/" + name + "/", {});
+    if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
+
+    topic_info t;
+    t.name = name;
+    t.id = random_uuid();
+    t.partitions = partitions;
+    t.configs = std::move(configs);
+    t.created_ms = wall_ms();
+    const std::string body = encode_topic(t);
+    auto put = co_await sh0.store->put(topic_key(sh0.cfg().ns, name), body, false, {});
+    if (!put) co_return admin_outcome{kerr::kafka_storage_error, put.error().message};
+
+    auto next = std::make_shared<catalog>(*sh0.cat);
+    next->topics[name] = std::move(t);
+    ++next->version;
+    co_await broadcast(sh0, next);
+    log::info("created topic {} with {} partitions", name, partitions);
+    co_return admin_outcome{};
+}
+
+runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name) {
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    if (!sh0.cat->find(name)) {
+        co_return admin_outcome{kerr::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+    }
+    // The catalog object goes first: a crash after it leaves data that create_topic cleans,
+    // never a topic that comes back.
+    auto rm = co_await sh0.store->remove(topic_key(sh0.cfg().ns, name), {});
+    if (!rm) co_return admin_outcome{kerr::kafka_storage_error, rm.error().message};
+    auto next = std::make_shared<catalog>(*sh0.cat);
+    next->topics.erase(name);
+    ++next->version;
+    co_await broadcast(sh0, next);
+    log::info("deleted topic {}", name);
+    co_return admin_outcome{};
+}
+
+runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std::int32_t count, bool validate_only) {
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    const topic_info* cur = sh0.cat->find(name);
+    if (!cur) co_return admin_outcome{kerr::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+    if (count <= cur->partitions) {
+        co_return admin_outcome{kerr::invalid_partitions,
+                                "topic '" + name + "' already has " + std::to_string(cur->partitions) +
+                                    " partitions; the new count must be larger"};
+    }
+    if (count > 10000) co_return admin_outcome{kerr::invalid_partitions, "at most 10000 partitions"};
+    if (validate_only) co_return admin_outcome{};
+    topic_info t = *cur;
+    // New partitions start empty even if a crashed earlier topic left data under their keys.
+    for (std::int32_t p = t.partitions; p < count; ++p) {
+        auto prefix = storage::partition_prefix(sh0.cfg().ns, storage::partition_id(name, p));
+        auto cleaned = co_await remove_prefix(*sh0.store, prefix, {});
+        if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
+    }
+    t.partitions = count;
+    const std::string body = encode_topic(t);
+    auto put = co_await sh0.store->put(topic_key(sh0.cfg().ns, name), body, false, {});
+    if (!put) co_return admin_outcome{kerr::kafka_storage_error, put.error().message};
+    auto next = std::make_shared<catalog>(*sh0.cat);
+    next->topics[name] = std::move(t);
+    ++next->version;
+    co_await broadcast(sh0, next);
+    log::info("topic {} now has {} partitions", name, count);
+    co_return admin_outcome{};
+}
+
+// Producer ids are handed out from blocks; the end of the current block is stored before any
+// id of it is used, so a restarted broker never reissues one. Format:
+//   {"version":1,"next_block_start":12000}
+runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0) {
+    constexpr std::int64_t block = 1000;
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return failure{storage::store_error(storage::errc::cancelled, "the broker is shutting down")};
+    if (sh0.next_producer_id >= sh0.producer_id_limit) {
+        const std::string key = sh0.cfg().ns + "/skiff~meta/producer-ids.json";
+        std::int64_t start = 0;
+        auto got = co_await sh0.store->get(key, std::nullopt, {});
+        if (got) {
+            auto j = nlohmann::json::parse(got->data, nullptr, false);
+            if (j.is_object() && j.contains("next_block_start") && j["next_block_start"].is_number_integer()) {
+                start = j["next_block_start"].get<std::int64_t>();
+            } else {
+                co_return failure{storage::store_error(storage::errc::corrupt, key + " is not a producer-id block")};
+            }
+        } else if (got.error().code != storage::errc::not_found) {
+            co_return failure{got.error()};
+        }
+        start = std::max(start, sh0.producer_id_limit);
+        nlohmann::json next = {{"version", 1}, {"next_block_start", start + block}};
+        const std::string body = next.dump();
+        auto put = co_await sh0.store->put(key, body, false, {});
+        if (!put) co_return failure{put.error()};
+        sh0.next_producer_id = start;
+        sh0.producer_id_limit = start + block;
+    }
+    co_return sh0.next_producer_id++;
+}
+
+} // namespace skiff::broker

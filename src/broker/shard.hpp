@@ -1,0 +1,129 @@
+// The per-core state of a running broker, and the routing rules between cores. Private to the
+// broker module.
+#pragma once
+
+#include <skiff/broker/catalog.hpp>
+#include <skiff/broker/config.hpp>
+#include <skiff/broker/group_coordinator.hpp>
+#include <skiff/broker/producer_state.hpp>
+#include <skiff/kafka/frame.hpp>
+#include <skiff/metrics/registry.hpp>
+#include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/semaphore.hpp>
+#include <skiff/runtime/socket.hpp>
+#include <skiff/runtime/task.hpp>
+#include <skiff/s3/client.hpp>
+#include <skiff/storage/io_budget.hpp>
+#include <skiff/storage/object_store.hpp>
+#include <skiff/storage/partition_log.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace skiff::broker {
+
+// Which core owns a partition / a group. Stable for the life of the process (a restart may
+// use another core count: ownership is not persisted).
+unsigned partition_owner(std::string_view topic, std::int32_t partition, unsigned cores) noexcept;
+unsigned group_owner(std::string_view group, unsigned cores) noexcept;
+
+struct partition_slot {
+    std::unique_ptr<storage::partition_log> log;
+    producer_table producers;
+};
+
+struct shard;
+
+// Shared by all cores; immutable after start-up except where noted.
+struct broker_shared {
+    broker_config cfg;
+    unsigned cores = 1;
+    std::vector<shard*> shards;      // shard i is only touched on core i
+    storage::global_io_cap io_cap{256};
+    std::atomic<bool> stopping{false};
+};
+
+struct shard {
+    unsigned core = 0;
+    broker_shared* shared = nullptr;
+    const broker_config& cfg() const noexcept { return shared->cfg; }
+
+    std::unique_ptr<s3::client> s3;
+    std::unique_ptr<storage::object_store> store;
+    std::unique_ptr<storage::io_budget> budget;
+    std::shared_ptr<const catalog> cat = std::make_shared<catalog>();
+
+    // Owned partitions, by (topic, partition).
+    std::map<std::pair<std::string, std::int32_t>, std::unique_ptr<partition_slot>, std::less<>> parts;
+    // Opens in progress, so concurrent requests restore a partition once.
+    std::map<std::pair<std::string, std::int32_t>, std::shared_ptr<runtime::semaphore>> opening;
+    std::unique_ptr<group_coordinator> groups;
+
+    runtime::gate conns{"connections"};
+    runtime::gate background{"background"};
+    std::stop_source stop; // shutdown began on this core: stop accepting and reading
+
+    // Core 0 only: catalog changes are serialized; producer ids come in persisted blocks.
+    runtime::semaphore catalog_lock{1, "catalog"};
+    std::int64_t next_producer_id = 0;
+    std::int64_t producer_id_limit = 0;
+
+    std::optional<runtime::tcp_listener> listener;
+    runtime::semaphore done{0, "core-done"}; // core 0 releases the other cores at exit
+
+    // Counters for the metrics endpoint (registered at start).
+    std::uint64_t open_connections = 0;
+    std::uint64_t accepted_connections = 0;
+    struct request_metrics {
+        metrics::counter requests;
+        metrics::counter errors;
+        metrics::histogram latency;
+    };
+    request_metrics produce[3];  // by acks: 0, 1, -1
+    request_metrics fetch;
+    metrics::counter fetch_bytes;
+    metrics::counter produce_bytes;
+    std::vector<metrics::registration> registrations;
+};
+
+// The partition on this core (which must own it), restoring it first if needed. Null when the
+// catalog does not have it; store_error when restoring failed.
+runtime::task<result<partition_slot*, storage::store_error>> local_partition(shard& sh, std::string topic,
+                                                                             std::int32_t partition);
+
+// Installs a catalog snapshot on this core: opens newly owned partitions, closes and deletes
+// the data of partitions whose topic is gone.
+runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap);
+
+// Core 0: catalog changes. Each returns a Kafka error code and message.
+struct admin_outcome {
+    std::int16_t error = 0;
+    std::string message;
+};
+runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int32_t partitions,
+                                          std::map<std::string, std::string> configs, bool validate_only);
+runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name);
+runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std::int32_t count, bool validate_only);
+// Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
+runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
+
+// What a connection knows about itself, for handlers.
+struct conn_info {
+    std::string client_host;
+    std::string local_host; // the address the client connected to (advertised when unset)
+    std::uint16_t local_port = 0;
+};
+
+// Handles one request frame; the framed response, or nullopt when none is sent (acks=0).
+runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame);
+
+// Runs one Kafka connection until the peer closes, a protocol error, or shutdown.
+runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream);
+
+} // namespace skiff::broker

@@ -1,0 +1,305 @@
+// `skiff serve`: flags (each with a SKIFF_<FLAG> environment equivalent; the flag wins),
+// validation with one-sentence errors, signal handling, and the broker.
+#include "commands.hpp"
+#include "s3_config.hpp"
+
+#include <skiff/broker/broker.hpp>
+#include <skiff/core/log.hpp>
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace skiff::cli {
+
+namespace {
+
+enum class kind { text, number, boolean };
+
+struct flag {
+    const char* name; // without "--"
+    kind k;
+    const char* meta;
+    const char* help;
+};
+
+constexpr flag flags[] = {
+    {"kafka-addr", kind::text, "HOST:PORT", "Kafka listener (default 0.0.0.0:9092)"},
+    {"advertised-addr", kind::text, "HOST:PORT",
+     "address put in Metadata (default: the address each client connected to)"},
+    {"http-addr", kind::text, "HOST:PORT", "metrics/traces/health endpoint (default 127.0.0.1:9644; \"off\" disables)"},
+    {"data-dir", kind::text, "DIR", "local directory store, the embedded default (default ./skiff-data)"},
+    {"s3-bucket", kind::text, "BUCKET[/PREFIX]", "keep the log in S3 instead of --data-dir"},
+    {"s3-endpoint", kind::text, "URL", "S3 endpoint (also AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)"},
+    {"s3-region", kind::text, "NAME", "S3 region (also AWS_REGION, AWS_DEFAULT_REGION; default us-east-1)"},
+    {"s3-path-style", kind::boolean, "", "path-style S3 addressing (automatic for IP endpoints)"},
+    {"namespace", kind::text, "NS", "namespace (key prefix) in the store (default \"default\")"},
+    {"upload-mode", kind::text, "parallel|sequential",
+     "upload a segment and its index together (default) or one after the other"},
+    {"flush-linger-ms", kind::number, "MS", "wait this long for more data after an acks=all produce (default 2)"},
+    {"flush-interval-ms", kind::number, "MS", "flush buffered data at least this often (default 100)"},
+    {"segment-bytes", kind::number, "N", "flush when a partition buffers this much (default 4194304)"},
+    {"max-inflight-flushes", kind::number, "N", "segments of one partition uploading at once (default 4)"},
+    {"auto-create-topics", kind::boolean, "", "create topics on first Metadata request (default true)"},
+    {"default-partitions", kind::number, "N", "partitions of auto-created topics (default 1)"},
+    {"cores", kind::number, "N", "reactor threads, one per core (default: all cores)"},
+    {"max-frame-bytes", kind::number, "N", "largest request accepted; larger ones close the connection (default 67108864)"},
+    {"group-initial-rebalance-delay-ms", kind::number, "MS",
+     "a new group waits this long for more members (default 3000)"},
+    {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
+};
+
+std::string env_name(std::string_view flag) {
+    std::string out = "SKIFF_";
+    for (char c : flag) out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    return out;
+}
+
+void usage(std::FILE* out) {
+    std::fputs("usage: skiff serve [flags]\n"
+               "\n"
+               "Runs the Kafka broker. With no flags it keeps its log in ./skiff-data and listens on\n"
+               "0.0.0.0:9092, so `kcat -b 127.0.0.1:9092 -P -t demo` just works. Every flag can also be\n"
+               "set with an environment variable: --segment-bytes is SKIFF_SEGMENT_BYTES (the flag wins).\n"
+               "S3 credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN or\n"
+               "~/.aws (AWS_PROFILE). SIGTERM or SIGINT drains: stop accepting, answer what was read,\n"
+               "flush every partition, exit 0.\n"
+               "\n"
+               "flags:\n",
+               out);
+    for (auto& f : flags) {
+        std::string left = std::string("  --") + f.name + (f.meta[0] ? std::string(" ") + f.meta : "");
+        std::fprintf(out, "%-44s %s\n", left.c_str(), f.help);
+    }
+}
+
+const flag* find_flag(std::string_view name) {
+    for (auto& f : flags) {
+        if (name == f.name) return &f;
+    }
+    return nullptr;
+}
+
+std::optional<bool> parse_bool(std::string_view v) {
+    if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+    if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+    return std::nullopt;
+}
+
+std::optional<std::int64_t> parse_int(std::string_view v) {
+    std::int64_t out = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (ec != std::errc() || p != v.data() + v.size()) return std::nullopt;
+    return out;
+}
+
+struct settings {
+    std::map<std::string, std::string, std::less<>> values; // flag name -> raw value
+};
+
+// The first error, as one sentence.
+std::optional<std::string> collect(const std::vector<std::string>& args, settings& s, bool& help) {
+    // Environment first; flags override.
+    for (auto& f : flags) {
+        if (const char* v = std::getenv(env_name(f.name).c_str()); v && *v) s.values[f.name] = v;
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string_view a = args[i];
+        if (a == "--help" || a == "-h") {
+            help = true;
+            return std::nullopt;
+        }
+        if (!a.starts_with("--")) return "unexpected argument '" + std::string(a) + "'";
+        std::string_view body = a.substr(2);
+        std::optional<std::string> value;
+        if (auto eq = body.find('='); eq != std::string_view::npos) {
+            value = std::string(body.substr(eq + 1));
+            body = body.substr(0, eq);
+        }
+        const flag* f = find_flag(body);
+        if (!f) return "unknown flag --" + std::string(body) + " (see skiff serve --help)";
+        if (!value) {
+            if (f->k == kind::boolean) {
+                if (i + 1 < args.size() && parse_bool(args[i + 1])) {
+                    value = args[++i];
+                } else {
+                    value = "true";
+                }
+            } else {
+                if (i + 1 >= args.size()) return "--" + std::string(body) + " needs a value (" + f->meta + ")";
+                value = args[++i];
+            }
+        }
+        s.values[f->name] = *value;
+    }
+    return std::nullopt;
+}
+
+std::optional<std::string> number(const settings& s, const char* name, std::int64_t lo, std::int64_t hi,
+                                  std::int64_t& out) {
+    auto it = s.values.find(name);
+    if (it == s.values.end()) return std::nullopt;
+    auto v = parse_int(it->second);
+    if (!v || *v < lo || *v > hi) {
+        return "--" + std::string(name) + " must be an integer from " + std::to_string(lo) + " to " +
+               std::to_string(hi) + ", not '" + it->second + "'";
+    }
+    out = *v;
+    return std::nullopt;
+}
+
+std::optional<std::string> boolean(const settings& s, const char* name, bool& out) {
+    auto it = s.values.find(name);
+    if (it == s.values.end()) return std::nullopt;
+    auto v = parse_bool(it->second);
+    if (!v) return "--" + std::string(name) + " must be true or false, not '" + it->second + "'";
+    out = *v;
+    return std::nullopt;
+}
+
+result<broker::broker_config, std::string> make_config(const settings& s) {
+    broker::broker_config cfg;
+    cfg.log.max_age = std::chrono::milliseconds(100);
+    auto text = [&](const char* name) -> const std::string* {
+        auto it = s.values.find(name);
+        return it == s.values.end() ? nullptr : &it->second;
+    };
+    if (auto* v = text("kafka-addr")) cfg.kafka_addr = *v;
+    if (auto* v = text("advertised-addr")) {
+        auto colon = v->rfind(':');
+        if (colon == std::string::npos || colon == 0 || !parse_int(v->substr(colon + 1)) ||
+            *parse_int(v->substr(colon + 1)) <= 0 || *parse_int(v->substr(colon + 1)) > 65535) {
+            return failure{"--advertised-addr must be HOST:PORT, not '" + *v + "'"};
+        }
+        cfg.advertised_addr = *v;
+    }
+    if (auto* v = text("http-addr")) cfg.http_addr = (*v == "off" || v->empty()) ? "" : *v;
+    if (auto* v = text("data-dir")) {
+        if (v->empty()) return failure{std::string("--data-dir must not be empty")};
+        cfg.data_dir = *v;
+    }
+    if (auto* v = text("namespace")) {
+        if (v->empty() || v->find('/') != std::string::npos || *v == "." || *v == "..") {
+            return failure{"--namespace must be one non-empty path component, not '" + *v + "'"};
+        }
+        cfg.ns = *v;
+    }
+    if (auto* v = text("upload-mode")) {
+        if (*v == "parallel") {
+            cfg.log.mode = storage::upload_mode::parallel;
+        } else if (*v == "sequential") {
+            cfg.log.mode = storage::upload_mode::sequential;
+        } else {
+            return failure{"--upload-mode must be parallel or sequential, not '" + *v + "'"};
+        }
+    }
+    std::int64_t n = 0;
+    if (auto e = number(s, "flush-linger-ms", 0, 60000, n)) return failure{*e};
+    if (s.values.count("flush-linger-ms")) cfg.log.linger = std::chrono::milliseconds(n);
+    if (auto e = number(s, "flush-interval-ms", 1, 3600000, n)) return failure{*e};
+    if (s.values.count("flush-interval-ms")) cfg.log.max_age = std::chrono::milliseconds(n);
+    if (auto e = number(s, "segment-bytes", 1024, 1 << 30, n)) return failure{*e};
+    if (s.values.count("segment-bytes")) cfg.log.segment_bytes = static_cast<std::size_t>(n);
+    if (auto e = number(s, "max-inflight-flushes", 1, 64, n)) return failure{*e};
+    if (s.values.count("max-inflight-flushes")) cfg.log.max_inflight_flushes = static_cast<int>(n);
+    if (auto e = boolean(s, "auto-create-topics", cfg.auto_create_topics)) return failure{*e};
+    if (auto e = number(s, "default-partitions", 1, 10000, n)) return failure{*e};
+    if (s.values.count("default-partitions")) cfg.default_partitions = static_cast<std::int32_t>(n);
+    if (auto e = number(s, "cores", 1, 1024, n)) return failure{*e};
+    if (s.values.count("cores")) cfg.cores = static_cast<unsigned>(n);
+    if (auto e = number(s, "max-frame-bytes", 1024, 1 << 30, n)) return failure{*e};
+    if (s.values.count("max-frame-bytes")) cfg.max_frame_bytes = static_cast<std::size_t>(n);
+    if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
+    if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
+    if (auto* v = text("log-level")) {
+        if (!log::set_level(*v)) return failure{"--log-level must be trace, debug, info, warn or error, not '" + *v + "'"};
+    }
+    // The segment must hold at least what one request may carry.
+    if (cfg.log.segment_bytes < 1024) cfg.log.segment_bytes = 1024;
+
+    if (auto* v = text("s3-bucket")) {
+        if (v->empty() || v->front() == '/') return failure{"--s3-bucket must be BUCKET or BUCKET/PREFIX, not '" + *v + "'"};
+        cfg.s3_bucket = *v;
+        while (!cfg.s3_bucket.empty() && cfg.s3_bucket.back() == '/') cfg.s3_bucket.pop_back();
+        s3_flags f;
+        if (auto* e = text("s3-endpoint")) f.endpoint = *e;
+        if (auto* r = text("s3-region")) f.region = *r;
+        bool path_style = false;
+        if (auto e = boolean(s, "s3-path-style", path_style)) return failure{*e};
+        f.path_style = path_style;
+        auto c = make_s3_config(f);
+        if (!c) return failure{c.error()};
+        cfg.s3 = std::move(*c);
+    } else if (text("s3-endpoint") && s.values.count("s3-endpoint") && !std::getenv("SKIFF_S3_ENDPOINT")) {
+        return failure{std::string("--s3-endpoint needs --s3-bucket")};
+    }
+    return cfg;
+}
+
+} // namespace
+
+int serve_command(const std::vector<std::string>& args) {
+    settings s;
+    bool help = false;
+    if (auto e = collect(args, s, help)) {
+        std::fprintf(stderr, "skiff serve: %s\n", e->c_str());
+        return 2;
+    }
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    auto cfg = make_config(s);
+    if (!cfg) {
+        std::fprintf(stderr, "skiff serve: %s\n", cfg.error().c_str());
+        return 2;
+    }
+
+    // Signals go to one thread that turns them into a stop request; every other thread (the
+    // reactors inherit this mask) has them blocked.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    std::stop_source stop;
+    std::atomic<bool> finished{false};
+    std::thread signals([&set, &stop, &finished] {
+        int received = 0;
+        while (!finished.load()) {
+            timespec ts{0, 200 * 1000 * 1000};
+            int sig = sigtimedwait(&set, nullptr, &ts);
+            if (sig <= 0) continue;
+            if (++received == 1) {
+                log::info("received {}, draining (send it again to exit at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+                stop.request_stop();
+            } else {
+                log::warn("second signal: exiting without draining");
+                std::_Exit(130);
+            }
+        }
+    });
+    auto r = broker::serve(std::move(*cfg), stop.get_token());
+    finished = true;
+    signals.join();
+    if (!r) {
+        std::fprintf(stderr, "skiff serve: %s\n", r.error().c_str());
+        return 1;
+    }
+    return 0;
+}
+
+} // namespace skiff::cli
