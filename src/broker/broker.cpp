@@ -220,7 +220,7 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         hc.addr = sh->cfg().http_addr;
         auto srv = http::server::listen(hc);
         if (!srv) {
-            su->fail("--http-addr: " + srv.error());
+            su->fail(srv.error() + " (--http-addr)");
             co_await release_others(&shared);
             co_return;
         }

@@ -150,6 +150,8 @@ runtime::task<produce_outcome> produce_partition(shard* local, std::string topic
 
 runtime::task<std::string> handle_produce(request_ctx ctx, kafka::ProduceRequest req, bool& no_response) {
     no_response = req.acks == 0;
+    const auto started = std::chrono::steady_clock::now();
+    auto& m = ctx.sh.produce[req.acks == 0 ? 0 : (req.acks == 1 ? 1 : 2)];
     kafka::ProduceResponse r;
     std::int16_t blanket = kerr::none;
     if (req.acks != 0 && req.acks != 1 && req.acks != -1) blanket = kerr::invalid_required_acks;
@@ -182,6 +184,7 @@ runtime::task<std::string> handle_produce(request_ctx ctx, kafka::ProduceRequest
                 pr.error_code = kerr::invalid_record;
                 pr.error_message = "the partition has no records";
             } else {
+                ctx.sh.produce_bytes.inc(pd.records->size());
                 issued.push_back(where{ti, pi});
                 work.push_back(produce_partition(&ctx.sh, td.name, pd.index, &*pd.records, req.acks));
             }
@@ -198,6 +201,13 @@ runtime::task<std::string> handle_produce(request_ctx ctx, kafka::ProduceRequest
         pr.log_start_offset = o.log_start_offset;
         if (!o.message.empty() && o.error != kerr::none) pr.error_message = o.message;
     }
+    for (auto& tr : r.responses) {
+        for (auto& pr : tr.partition_responses) {
+            if (pr.error_code != kerr::none) m.errors.inc();
+        }
+    }
+    m.requests.inc();
+    m.latency.record(std::chrono::steady_clock::now() - started);
     co_return respond(r, ctx);
 }
 
@@ -392,6 +402,7 @@ runtime::task<std::string> handle_fetch(request_ctx ctx, kafka::FetchRequest req
     // always served whole (Kafka's "at least one batch" rule), later ones while they fit.
     std::size_t used = 0;
     bool served_one = false;
+    ctx.sh.fetch.requests.inc();
     for (std::size_t i = 0; i < items.size() && i < got.size(); ++i) {
         auto& it = items[i];
         auto& o = got[i];
@@ -400,6 +411,7 @@ runtime::task<std::string> handle_fetch(request_ctx ctx, kafka::FetchRequest req
         pd.high_watermark = o.high_watermark;
         pd.last_stable_offset = o.high_watermark; // no transactions: everything is stable
         pd.log_start_offset = o.log_start_offset;
+        if (o.error != kerr::none) ctx.sh.fetch.errors.inc();
         if (o.records.empty()) continue;
         if (served_one && used + o.records.size() > response_max) continue;
         used += o.records.size();
@@ -411,6 +423,8 @@ runtime::task<std::string> handle_fetch(request_ctx ctx, kafka::FetchRequest req
             if (!pd.records) pd.records = std::string();
         }
     }
+    ctx.sh.fetch_bytes.inc(used);
+    ctx.sh.fetch.latency.record(std::chrono::steady_clock::now() - started);
     co_return respond(r, ctx);
 }
 

@@ -89,13 +89,6 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
             log::warn("partition {}/{}: restore failed: {}", topic, partition, opened.error().message);
             co_return failure{opened.error()};
         }
-        auto& r = (*opened)->restored();
-        if (r.segments || r.orphan_kfs || r.orphan_index || r.corrupt) {
-            log::info("partition {}/{} restored: {} segments, next offset {}, {} orphan .kfs, {} orphan .index, "
-                      "{} corrupt, {} list pages",
-                      topic, partition, r.segments, r.next_offset, r.orphan_kfs, r.orphan_index, r.corrupt,
-                      r.list_pages);
-        }
         auto slot = std::make_unique<partition_slot>();
         slot->log = std::move(*opened);
         auto* raw = slot.get();
