@@ -3,12 +3,17 @@
 // one partition vs many, with the store's per-request latency at 0, 10 and 50 ms; and the
 // time to restore a partition of 10,000 segments.
 //
+// --metrics-cost runs only the cost of metrics and tracing on the produce path: the same
+// closed-loop append workload with metrics + tracing on and off, alternating cell by cell in
+// one run (on/off, then off/on, ...), and the on/off ratios of throughput and CPU per ack.
+//
 // The store is the in-memory store with a simulated round trip per request (a timer on the
 // reactor), so the numbers isolate the log's own protocol: how many round trips an
 // acknowledgement costs. Closed-loop producers: each appends one batch with acks=-1, waits
 // for the acknowledgement, and repeats.
 //
 //   build/tools/skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P]
+//   build/tools/skiff-bench-storage --metrics-cost [--rounds R] [--seconds S] [--producers N]
 #include <skiff/runtime/gate.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
@@ -17,7 +22,12 @@
 #include <skiff/storage/partition_log.hpp>
 #include <skiff/storage/record_batch.hpp>
 #include <skiff/storage/segment_format.hpp>
+#include <skiff/core/allocator.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/metrics/registry.hpp>
+#include <skiff/metrics/trace.hpp>
+
+#include <sys/resource.h>
 
 #include <fmt/format.h>
 
@@ -41,6 +51,7 @@ struct cell {
     int inflight;
     int partitions;
     int open_rate = 0; // appends per second per partition; 0: closed-loop producers
+    bool leader = false; // closed loop with acks=1: each producer appends without waiting for S3
 };
 
 struct cell_result {
@@ -69,6 +80,23 @@ task<void> producer(partition_log* log, std::string batch, time_point until, cel
         }
         out->lat_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
         ++out->acks;
+    }
+}
+
+// acks=1: the append path alone (flushes run behind it). Yields to the reactor every 16
+// appends so flushes, timers and the other producers get their turns.
+task<void> leader_producer(partition_log* log, const std::string* batch, time_point until, cell_result* out) {
+    auto& r = reactor::local();
+    std::uint64_t n = 0;
+    while (r.now() < until) {
+        auto start = std::chrono::steady_clock::now();
+        auto res = co_await log->append(std::span<const char>(batch->data(), batch->size()), ack_mode::leader);
+        auto end = std::chrono::steady_clock::now();
+        if (res) {
+            out->lat_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+            ++out->acks;
+        }
+        if (++n % 16 == 0) (void)co_await sleep(std::chrono::nanoseconds(0));
     }
 }
 
@@ -120,7 +148,9 @@ task<cell_result> run_cell(cell c, int producers, double seconds) {
     auto until = start + std::chrono::duration_cast<duration>(std::chrono::duration<double>(seconds));
     std::vector<task<void>> ps;
     for (auto& l : logs) {
-        if (c.open_rate > 0) {
+        if (c.leader) {
+            for (int i = 0; i < producers; ++i) ps.push_back(leader_producer(l.get(), &batch, until, &out));
+        } else if (c.open_rate > 0) {
             ps.push_back(open_loop(l.get(), &batch, until, std::chrono::nanoseconds(1'000'000'000LL / c.open_rate), &out));
         } else {
             for (int i = 0; i < producers; ++i) ps.push_back(producer(l.get(), batch, until, &out));
@@ -133,6 +163,96 @@ task<cell_result> run_cell(cell c, int producers, double seconds) {
         co_await l->close();
     }
     co_return out;
+}
+
+double cpu_seconds() {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const auto n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Metrics and tracing on vs off, interleaved. Each cell opens fresh partition logs (and the
+// log's io_budget and store), so the switch, read when they register, applies to all of it.
+void run_metrics_cost(reactor& r, int rounds, int producers, double seconds, int many) {
+    std::printf("cost of metrics + tracing: %d closed-loop producers per partition, ~1 KiB batches "
+                "(10 records), %.1f s per cell, %d rounds, on/off alternating\n\n",
+                producers, seconds, rounds);
+    std::printf("| acks | store RTT ms | partitions | round | off acks/s | on acks/s | throughput on/off | off CPU µs/ack | "
+                "on CPU µs/ack | CPU on/off | off p50/p99 ms | on p50/p99 ms |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    struct summary {
+        bool leader;
+        int store_ms, parts;
+        std::vector<double> tput_ratio, cpu_ratio;
+    };
+    struct config {
+        bool leader;
+        int store_ms, parts;
+    };
+    // Warm-up, not reported: first use of the trace rings, the registry, the allocator.
+    for (bool on : {false, true}) {
+        metrics::set_metrics_enabled(on);
+        metrics::set_tracing_enabled(on);
+        cell c{0, upload_mode::parallel, 4, many};
+        (void)r.run_until_complete(run_cell(c, producers, std::min(seconds, 0.5)));
+    }
+    std::vector<summary> sums;
+    for (config cf : {config{true, 0, 1}, config{false, 0, 1}, config{false, 0, many}, config{false, 10, many}}) {
+        const bool leader = cf.leader;
+        const int ms = cf.store_ms;
+        const int parts = cf.parts;
+        {
+            summary sum{leader, ms, parts, {}, {}};
+            for (int round = 0; round < rounds; ++round) {
+                cell_result res[2];
+                double cpu[2] = {0, 0};
+                // Alternate which mode goes first, so a drift in machine load hits both alike.
+                const bool on_first = round % 2 == 1;
+                for (int k = 0; k < 2; ++k) {
+                    const bool on = (k == 0) == on_first;
+                    metrics::set_metrics_enabled(on);
+                    metrics::set_tracing_enabled(on);
+                    cell c{ms, upload_mode::parallel, 4, parts, 0, leader};
+                    const double c0 = cpu_seconds();
+                    res[on ? 1 : 0] = r.run_until_complete(run_cell(c, producers, seconds));
+                    cpu[on ? 1 : 0] = cpu_seconds() - c0;
+                }
+                metrics::set_metrics_enabled(true);
+                metrics::set_tracing_enabled(true);
+                double tput[2], us_per_ack[2];
+                for (int k = 0; k < 2; ++k) {
+                    tput[k] = static_cast<double>(res[k].acks) / res[k].seconds;
+                    us_per_ack[k] = res[k].acks ? cpu[k] * 1e6 / static_cast<double>(res[k].acks) : 0;
+                }
+                sum.tput_ratio.push_back(tput[1] / tput[0]);
+                sum.cpu_ratio.push_back(us_per_ack[1] / us_per_ack[0]);
+                std::printf("| %s | %d | %d | %d | %.0f | %.0f | %.3f | %.2f | %.2f | %.3f | %.3f / %.3f | %.3f / %.3f |\n",
+                            leader ? "1" : "-1", ms, parts, round + 1, tput[0], tput[1], tput[1] / tput[0], us_per_ack[0], us_per_ack[1],
+                            us_per_ack[1] / us_per_ack[0], pct(res[0].lat_ms, 0.50), pct(res[0].lat_ms, 0.99),
+                            pct(res[1].lat_ms, 0.50), pct(res[1].lat_ms, 0.99));
+                std::fflush(stdout);
+            }
+            sums.push_back(std::move(sum));
+        }
+    }
+    std::printf("\nsummary (median over rounds, [min, max]):\n\n");
+    std::printf("| acks | store RTT ms | partitions | throughput on/off | CPU per ack on/off |\n"
+                "|---|---:|---:|---:|---:|\n");
+    for (auto& s : sums) {
+        auto [tmin, tmax] = std::minmax_element(s.tput_ratio.begin(), s.tput_ratio.end());
+        auto [cmin, cmax] = std::minmax_element(s.cpu_ratio.begin(), s.cpu_ratio.end());
+        std::printf("| %s | %d | %d | %.3f [%.3f, %.3f] | %.3f [%.3f, %.3f] |\n", s.leader ? "1" : "-1", s.store_ms,
+                    s.parts, median(s.tput_ratio),
+                    *tmin, *tmax, median(s.cpu_ratio), *cmin, *cmax);
+    }
 }
 
 task<void> run_restore(int segments, int store_ms) {
@@ -169,13 +289,19 @@ int main(int argc, char** argv) {
     int producers = 4;
     int many = 16;
     int open_rate = 1000;
+    bool metrics_cost = false;
+    int rounds = 5;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
         else if (!std::strcmp(argv[i], "--producers") && i + 1 < argc) producers = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--partitions-many") && i + 1 < argc) many = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--open-rate") && i + 1 < argc) open_rate = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "--metrics-cost")) metrics_cost = true;
+        else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
         else {
-            std::fprintf(stderr, "usage: skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P]\n");
+            std::fprintf(stderr, "usage: skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P] "
+                                 "[--open-rate R]\n       skiff-bench-storage --metrics-cost [--rounds R] "
+                                 "[--seconds S] [--producers N] [--partitions-many P]\n");
             return 2;
         }
     }
@@ -184,6 +310,14 @@ int main(int argc, char** argv) {
     if (!r) {
         std::fprintf(stderr, "%s\n", r.error().c_str());
         return 1;
+    }
+    if (metrics_cost) {
+        // As the skiff binary does: without it, glibc's dynamic mmap/trim thresholds make the
+        // page faults on fresh 4 MiB segment buffers (most of this workload's CPU) depend on
+        // the allocation history, and any extra allocation (a span) shifts them.
+        skiff::tune_allocator();
+        run_metrics_cost(**r, rounds, producers, seconds, many);
+        return 0;
     }
     std::printf("append-to-ack latency, %d closed-loop producers per partition, ~1 KiB batches, %.1f s per cell\n\n",
                 producers, seconds);

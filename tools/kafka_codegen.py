@@ -706,6 +706,11 @@ def struct_decl(o, msg, s, is_top):
     if is_top:
         o('// As decode(), into a default-constructed `out`; on false, rd.error() says why.')
     o('static bool read(%s& out, reader& rd, std::int16_t version);' % name)
+    if is_top:
+        o('// Resets every field `version` lacks (and cannot carry) to its default, recursively, so')
+        o('// that encode(version) succeeds: a broker fills responses without caring which fields')
+        o('// an old client\'s version has, and drops only what that client could not receive.')
+    o('void normalize(std::int16_t version);')
     o('bool operator==(const %s&) const = default;' % name)
     o.dedent()
     o('};')
@@ -793,6 +798,36 @@ def struct_defs(o, msg, s, is_top):
                 o.dedent()
                 o('}')
         if_close(o, opened)
+    o.dedent()
+    o('}')
+    o()
+
+    # ---- normalize
+    o('void %s::normalize(%s) {' % (q, vparam))
+    o.indent()
+    for f in s.fields:
+        present, _, _ = field_sets(f, valid)
+        _, dflt = default_init(f)
+        absent = set(range(valid.lo, valid.hi + 1)) - present
+        if absent and not f.ignorable:
+            o('if (%s) %s = %s;' % (cond_of(absent, valid), f.cpp, dflt))
+        if f.type.is_struct_like and present:
+            opened = if_open(o, cond_of(present, valid))
+            if f.type.kind == 'struct':
+                if f.optional:
+                    o('if (%s) %s->normalize(version);' % (f.cpp, f.cpp))
+                else:
+                    o('%s.normalize(version);' % f.cpp)
+            else:
+                target = '*%s' % f.cpp if f.optional else f.cpp
+                if f.optional:
+                    o('if (%s) {' % f.cpp)
+                    o.indent()
+                o('for (auto& e : %s) e.normalize(version);' % target)
+                if f.optional:
+                    o.dedent()
+                    o('}')
+            if_close(o, opened)
     o.dedent()
     o('}')
     o()

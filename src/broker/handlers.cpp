@@ -290,8 +290,11 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
             c.name = std::move(name);
             c.value = std::move(value);
             c.read_only = read_only;
-            c.is_default = is_default;
-            c.config_source = source;
+            if (ctx.version == 0) {
+                c.is_default = is_default; // v1+ says it with config_source
+            } else {
+                c.config_source = source;
+            }
             out.configs.push_back(std::move(c));
         };
         if (res.resource_type == topic_resource) {

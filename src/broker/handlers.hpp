@@ -26,8 +26,11 @@ struct request_ctx {
     std::string client_id;
 };
 
+// Handlers fill responses without regard to which fields the request's version has;
+// normalize() drops what that version cannot carry before encoding.
 template <typename Resp>
-std::string respond(const Resp& r, const request_ctx& ctx) {
+std::string respond(Resp& r, const request_ctx& ctx) {
+    r.normalize(ctx.version);
     auto e = kafka::encode_response(r, ctx.version, ctx.correlation_id);
     if (!e) throw connection_error(std::string(Resp::message_name) + " v" + std::to_string(ctx.version) +
                                    " cannot be encoded: " + e.error().message);

@@ -5,9 +5,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 
 namespace skiff::metrics {
+
+namespace {
+std::atomic<bool> g_metrics_enabled{true};
+} // namespace
+
+void set_metrics_enabled(bool on) noexcept { g_metrics_enabled.store(on, std::memory_order_relaxed); }
+bool metrics_enabled() noexcept { return g_metrics_enabled.load(std::memory_order_relaxed); }
 
 namespace detail {
 

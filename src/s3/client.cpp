@@ -1,5 +1,6 @@
 #include <skiff/core/base64.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/s3/classify.hpp>
@@ -32,7 +33,97 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
 
 backoff_time_point to_backoff(runtime::time_point t) { return backoff_time_point(t.time_since_epoch()); }
 
+bool key_ends_with(std::string_view key, std::string_view suffix) noexcept {
+    return key.size() >= suffix.size() && key.substr(key.size() - suffix.size()) == suffix;
+}
+
+// The `op` label: GETs of a range and of a whole object are separate series (a range GET of
+// a segment is a read from an index position; a whole GET fills the cache).
+enum class metric_op : std::uint8_t { put, get, get_range, head, del, list, count_ };
+constexpr std::size_t n_ops = static_cast<std::size_t>(metric_op::count_);
+constexpr std::size_t n_kinds = static_cast<std::size_t>(object_kind::count_);
+constexpr std::size_t n_classes = 16; // indexed by errc value, as client_stats::errors_by_class
+
+const char* op_label(metric_op o) noexcept {
+    switch (o) {
+    case metric_op::put: return "put";
+    case metric_op::get: return "get";
+    case metric_op::get_range: return "get_range";
+    case metric_op::head: return "head";
+    case metric_op::del: return "delete";
+    case metric_op::list: return "list";
+    case metric_op::count_: break;
+    }
+    return "other";
+}
+
+// Throttling answers (what io_budget's AIMD reacts to): 503, 429, SlowDown.
+bool is_throttle(const error& e) noexcept {
+    return e.http_status == 503 || e.http_status == 429 || e.s3_code == "SlowDown";
+}
+
 } // namespace
+
+object_kind object_kind_of(std::string_view key) noexcept {
+    if (key_ends_with(key, ".kfs")) return object_kind::kfs;
+    if (key_ends_with(key, ".index")) return object_kind::index;
+    return object_kind::other;
+}
+
+const char* to_string(object_kind k) noexcept {
+    switch (k) {
+    case object_kind::kfs: return "kfs";
+    case object_kind::index: return "index";
+    case object_kind::other:
+    case object_kind::count_: break;
+    }
+    return "other";
+}
+
+// Handles into this core's registry, registered once per client (setup time). Updating them
+// is a pointer test and an add: no allocation, no lock.
+struct client::instruments {
+    struct slot {
+        metrics::counter requests, retries, sent, received;
+        metrics::histogram request_lat, operation_lat;
+    };
+    std::array<slot, n_ops * n_kinds> slots;
+    std::array<metrics::counter, n_ops * n_classes> errors;
+    std::array<metrics::counter, n_ops> throttled;
+    metrics::gauge in_flight;
+
+    instruments() {
+        auto& reg = metrics::registry::local();
+        for (std::size_t o = 0; o < n_ops; ++o) {
+            const auto op = static_cast<metric_op>(o);
+            for (std::size_t k = 0; k < n_kinds; ++k) {
+                const char* kind = op == metric_op::list ? "none" : to_string(static_cast<object_kind>(k));
+                const metrics::labels l{{"op", op_label(op)}, {"kind", kind}};
+                auto& s = slots[o * n_kinds + k];
+                s.requests = reg.counter("skiff_s3_requests_total", "HTTP requests sent to S3 (every attempt).", l);
+                s.retries = reg.counter("skiff_s3_retries_total", "S3 requests that failed and were sent again.", l);
+                s.sent = reg.counter("skiff_s3_sent_bytes_total", "Request body bytes sent to S3 (every attempt).", l,
+                                     metrics::unit::bytes);
+                s.received = reg.counter("skiff_s3_received_bytes_total",
+                                         "Response body bytes received from S3 (every attempt).", l,
+                                         metrics::unit::bytes);
+                s.request_lat = reg.histogram("skiff_s3_request_duration_seconds",
+                                              "Latency of one S3 HTTP request (one attempt).", metrics::unit::seconds, l);
+                s.operation_lat = reg.histogram("skiff_s3_operation_duration_seconds",
+                                                "Latency of one S3 operation: all its attempts and backoff.",
+                                                metrics::unit::seconds, l);
+            }
+            for (std::size_t c = 1; c <= static_cast<std::size_t>(errc::config); ++c) {
+                errors[o * n_classes + c] =
+                    reg.counter("skiff_s3_errors_total", "S3 operations that failed, by error class (after retries).",
+                                {{"op", op_label(op)}, {"class", to_string(static_cast<errc>(c))}});
+            }
+            throttled[o] = reg.counter("skiff_s3_throttled_total",
+                                       "S3 answers that asked to slow down (503, 429, SlowDown).", {{"op", op_label(op)}});
+        }
+        in_flight = reg.gauge("skiff_s3_requests_in_flight", "S3 HTTP requests sent and not yet answered.");
+    }
+};
 
 std::string byte_range::header_value() const {
     switch (k) {
@@ -53,6 +144,7 @@ struct client::attempt_spec {
     std::vector<header> headers;
     std::span<const char> body;
     std::string payload_hash;
+    bool ranged = false; // GET with a Range header (metrics label only)
 };
 
 result<std::unique_ptr<client>, std::string> client::create(client_config cfg) {
@@ -73,7 +165,9 @@ client::client(client_config cfg, endpoint ep)
     : _cfg(std::move(cfg)),
       _ep(std::move(ep)),
       _http(std::make_unique<http::client>(_cfg.http)),
-      _backoff(_cfg.retry, _cfg.backoff_seed ? _cfg.backoff_seed : std::random_device{}()) {}
+      _backoff(_cfg.retry, _cfg.backoff_seed ? _cfg.backoff_seed : std::random_device{}()) {
+    if (metrics::metrics_enabled()) _m = std::make_unique<instruments>();
+}
 
 client::~client() = default;
 
@@ -90,10 +184,30 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
     signing_options sopts;
     sopts.region = _cfg.region;
 
+    // Metrics: the slot for (op, kind) and the whole operation's timer (recorded on every
+    // way out, success or failure). Nothing here sees the URL, headers or credentials.
+    metric_op mop = metric_op::put;
+    switch (kind) {
+    case op_kind::put: mop = metric_op::put; break;
+    case op_kind::get: mop = spec.ranged ? metric_op::get_range : metric_op::get; break;
+    case op_kind::head: mop = metric_op::head; break;
+    case op_kind::del: mop = metric_op::del; break;
+    case op_kind::list:
+    case op_kind::count_: mop = metric_op::list; break;
+    }
+    const std::size_t mo = static_cast<std::size_t>(mop);
+    instruments* m = _m.get();
+    instruments::slot* ms = m ? &m->slots[mo * n_kinds + static_cast<std::size_t>(object_kind_of(spec.key))] : nullptr;
+    const auto op_start = m ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+
     auto fail = [&](error e) -> error {
         ++stats.failures;
         auto idx = static_cast<std::size_t>(e.code);
         if (idx < _stats.errors_by_class.size()) ++_stats.errors_by_class[idx];
+        if (m) {
+            if (idx < n_classes) m->errors[mo * n_classes + idx].inc();
+            ms->operation_lat.record(std::chrono::steady_clock::now() - op_start);
+        }
         return e;
     };
     auto stopped_error = [&](int attempts) -> error {
@@ -131,7 +245,20 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
 
         ++stats.requests;
         stats.bytes_sent += spec.body.size();
+        std::chrono::steady_clock::time_point sent_at{};
+        if (m) {
+            ms->requests.inc();
+            ms->sent.inc(spec.body.size());
+            m->in_flight.add(1);
+            sent_at = std::chrono::steady_clock::now();
+        }
         auto resp = co_await _http->send(std::move(hreq), scope.token());
+        if (m) {
+            const auto answered = std::chrono::steady_clock::now();
+            ms->request_lat.record(answered - sent_at);
+            m->in_flight.sub(1);
+            if (resp) ms->received.inc(resp->body.size());
+        }
 
         error err;
         if (!resp) {
@@ -140,9 +267,13 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
                                      fmt::format("{}://{}", _ep.scheme, host_header(_ep)));
         } else {
             stats.bytes_received += resp->body.size();
-            if (is_success(resp->status)) co_return std::move(*resp);
+            if (is_success(resp->status)) {
+                if (m) ms->operation_lat.record(std::chrono::steady_clock::now() - op_start);
+                co_return std::move(*resp);
+            }
             err = classify_http(resp->status, spec.method, resp->body, target);
         }
+        if (m && is_throttle(err)) m->throttled[mo].inc();
         err.attempts = attempt;
 
         auto delay = _backoff.delay(attempt - 1);
@@ -153,6 +284,7 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
             co_return fail(std::move(err));
         }
         ++stats.retries;
+        if (m) ms->retries.inc();
         log::debug("S3 {} {} attempt {} failed ({}); retrying in {} ms", spec.method, target, attempt, err.message,
                    std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
         auto slept = co_await runtime::sleep(delay, scope.token());
@@ -194,6 +326,7 @@ runtime::task<result<get_result, error>> client::get_object(std::string_view buc
     spec.key = key;
     spec.payload_hash = std::string(empty_payload_sha256);
     if (range) spec.headers.push_back({"range", range->header_value()});
+    spec.ranged = range.has_value();
     auto resp = co_await execute(op_kind::get, spec, st);
     if (!resp) co_return failure{std::move(resp).error()};
     get_result out;

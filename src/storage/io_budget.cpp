@@ -14,31 +14,70 @@ bool global_io_cap::try_take() noexcept {
 }
 
 io_budget::io_budget(std::size_t limit, global_io_cap* global)
-    : _sem(limit == 0 ? 1 : limit, "s3-io"), _global(global), _max(limit == 0 ? 1 : limit) {}
+    : _sem(limit == 0 ? 1 : limit, "s3-io"), _global(global), _max(limit == 0 ? 1 : limit) {
+    if (metrics::metrics_enabled()) {
+        auto& reg = metrics::registry::local();
+        _m.acquired = reg.counter("skiff_io_budget_acquired_total", "Store request permits granted.");
+        _m.waits = reg.counter("skiff_io_budget_waits_total",
+                               "Store request permits that could not be granted at once (semaphore waits).");
+        _m.global_waits = reg.counter("skiff_io_budget_global_waits_total",
+                                      "Polls while the process-wide cap on store requests was full.");
+        _m.throttled = reg.counter("skiff_io_budget_throttled_total",
+                                   "Back-pressure signals from the store (each halves the core's limit).");
+        _m.wait = reg.histogram("skiff_io_budget_wait_duration_seconds",
+                                "Time from asking for a store request permit to getting it.", metrics::unit::seconds);
+        _m.waiting = reg.gauge("skiff_io_budget_waiting", "Store requests waiting for a permit (queue depth).");
+        _m.in_flight = reg.gauge("skiff_io_budget_in_flight", "Store request permits held.");
+        _m.limit = reg.gauge("skiff_io_budget_limit", "Current adaptive limit on store requests in flight (AIMD).");
+        _m.limit.add(static_cast<std::int64_t>(_sem.capacity()));
+    }
+}
+
+io_budget::~io_budget() { _m.limit.sub(static_cast<std::int64_t>(_sem.capacity())); }
 
 runtime::task<result<io_budget::permit>> io_budget::acquire(priority p, std::stop_token st) {
-    if (_sem.available() <= 0 || _sem.waiters() > 0) ++_stats.waited;
+    const bool timed = static_cast<bool>(_m.wait);
+    const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    if (_sem.available() <= 0 || _sem.waiters() > 0) {
+        ++_stats.waited;
+        _m.waits.inc();
+    }
+    // Visible to a scrape only while this coroutine is suspended, i.e. really waiting.
+    _m.waiting.add(1);
     auto units = co_await _sem.acquire(1, st, p);
-    if (!units) co_return failure{units.error()};
+    if (!units) {
+        _m.waiting.sub(1);
+        co_return failure{units.error()};
+    }
     if (_global) {
         // The global cap is shared with other cores: poll rather than queue across cores.
         while (!_global->try_take()) {
             ++_stats.global_waits;
+            _m.global_waits.inc();
             auto slept = co_await runtime::sleep(std::chrono::milliseconds(1), st);
-            if (!slept) co_return failure{slept.error()};
+            if (!slept) {
+                _m.waiting.sub(1);
+                co_return failure{slept.error()};
+            }
         }
     }
+    _m.waiting.sub(1);
     ++_stats.acquired;
-    co_return permit(std::move(*units), _global);
+    _m.acquired.inc();
+    if (timed) _m.wait.record(std::chrono::steady_clock::now() - t0);
+    _m.in_flight.add(1);
+    co_return permit(std::move(*units), _global, _m.in_flight);
 }
 
 void io_budget::on_throttled() noexcept {
     ++_stats.throttled;
+    _m.throttled.inc();
     _successes = 0;
     const std::size_t cur = _sem.capacity();
     const std::size_t next = cur / 2 == 0 ? 1 : cur / 2;
     if (next < cur) {
         _sem.set_capacity(next);
+        _m.limit.sub(static_cast<std::int64_t>(cur - next));
         ++_stats.decreases;
     }
 }
@@ -49,6 +88,7 @@ void io_budget::on_success() noexcept {
     if (++_successes >= cur) {
         _successes = 0;
         _sem.set_capacity(cur + 1);
+        _m.limit.add(1);
         ++_stats.increases;
     }
 }

@@ -1,4 +1,7 @@
+#include "log_instruments.hpp"
+
 #include <skiff/core/log.hpp>
+#include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/gate.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/semaphore.hpp>
@@ -39,6 +42,7 @@ struct ack_state {
     std::coroutine_handle<> h;
     bool resolved = false;
     std::optional<append_errc> error;
+    metrics::span_context flush; // the flush that carries the data (set when it is sealed)
     void resolve(std::optional<append_errc> e) {
         if (resolved) return;
         resolved = true;
@@ -120,6 +124,10 @@ struct flush_job {
     std::vector<std::shared_ptr<ack_state>> waiters;
     std::vector<runtime::semaphore::units> memory;
     clock_t_::time_point sealed_at;
+    clock_t_::time_point upload_started; // only read when metrics are on
+    metrics::span trace;                 // root "flush": build, put ×2, commit
+    metrics::span commit_span;           // both objects stored → committed in offset order
+    detail::gauge_share in_flight_bytes; // skiff_log_in_flight_bytes, taken back when the job goes
     bool done() const noexcept { return stored[0] && stored[1]; }
 };
 
@@ -128,7 +136,11 @@ struct partition_log::state {
         : store(st), budget(b), id(std::move(i)), cfg(std::move(c)),
           memory(cfg.max_pending_bytes, "log-memory"),
           flush_timer([this] { on_flush_timer(); }),
-          rng(std::random_device{}()) {
+          rng(std::random_device{}()),
+          m(detail::log_instruments::make()) {
+        buffered_g.bind(m.buffered_bytes);
+        uploading_g.bind(m.flushes_in_flight);
+        cache_g.bind(m.cache_bytes);
         if (!cfg.wall_ms) {
             cfg.wall_ms = [] {
                 return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -185,6 +197,39 @@ struct partition_log::state {
     log_stats stats;
     bool closing = false;
 
+    // Metrics (inert when metrics were off at open) and this partition's shares of the core's
+    // gauges; the partition's own callback gauges are the last members (removed first).
+    detail::log_instruments m;
+    detail::gauge_share buffered_g, uploading_g, cache_g;
+    metrics::span_context restore_ctx;
+    metrics::registration hwm_reg, start_reg;
+
+    void register_partition_gauges() {
+        if (!m.enabled) return;
+        auto& reg = metrics::registry::local();
+        const metrics::labels l{{"topic", id.topic}, {"partition", std::to_string(id.partition)}};
+        try {
+            hwm_reg = reg.gauge_fn("skiff_partition_high_watermark",
+                                   "Offset after the last committed record of the partition.", l, [this] { return hwm; });
+            start_reg = reg.gauge_fn("skiff_partition_log_start_offset", "First offset of the partition.", l,
+                                     [this] { return log_start; });
+        } catch (const std::invalid_argument&) {
+            // The same partition is already open on this core (only tests do that: a second
+            // instance on the same bucket). The first one keeps reporting.
+            hwm_reg.reset();
+            log::debug("partition {}/{} is open twice on this core; its gauges report the first", id.topic,
+                       id.partition);
+        }
+    }
+
+    // A sealed segment that will never be committed (shutdown cut it short).
+    void abandon(flush_job& j) noexcept {
+        m.flush_failures.inc();
+        j.commit_span.end();
+        j.trace.set("status", "abandoned");
+        j.trace.end();
+    }
+
     // ---- write path ---------------------------------------------------------------------
 
     std::size_t pending_bytes() const noexcept {
@@ -195,13 +240,31 @@ struct partition_log::state {
     void seal() {
         if (!builder || builder->empty()) return;
         auto job = std::make_unique<flush_job>();
+        // The flush trace starts here: building the objects is its first step.
+        auto trace = metrics::span::root("flush");
+        auto build = trace.child("build");
         auto built = std::move(*builder).finish(cfg.wall_ms());
         builder.reset();
+        build.end();
         job->base = built.meta.base_offset;
         job->last = built.meta.last_offset;
         job->records = built.meta.message_count;
         job->kfs = std::make_shared<const std::string>(std::move(built.kfs));
         job->index = std::make_shared<const std::string>(std::move(built.index));
+        if (trace.active()) {
+            trace.set("topic", id.topic);
+            trace.set("partition", id.partition);
+            trace.set("segment", job->base);
+            trace.set("records", job->records);
+            trace.set("bytes", job->kfs->size());
+            trace.set("index_bytes", job->index->size());
+            const auto ctx = trace.context();
+            for (auto& w : builder_waiters) w->flush = ctx;
+        }
+        job->trace = std::move(trace);
+        buffered_g.clear();
+        job->in_flight_bytes.bind(m.in_flight_bytes);
+        job->in_flight_bytes.add(static_cast<std::int64_t>(job->kfs->size() + job->index->size()));
         job->waiters = std::move(builder_waiters);
         job->memory = std::move(builder_memory);
         job->sealed_at = clock_t_::now();
@@ -221,11 +284,14 @@ struct partition_log::state {
             if (j->started) continue;
             j->started = true;
             ++uploading;
+            uploading_g.add(1);
+            j->upload_started = m.now();
             ++stats.flushes;
             stats.flushed_bytes += j->kfs->size() + j->index->size();
             auto spawned = gate.spawn(run_job(j.get()));
             if (!spawned) {
                 --uploading;
+                uploading_g.add(-1);
                 j->failed = true;
             }
         }
@@ -271,27 +337,42 @@ struct partition_log::state {
     runtime::task<void> upload(flush_job* job, int which) {
         const std::string key = which == 0 ? segment_key(cfg.ns, id, job->base) : index_key(cfg.ns, id, job->base);
         std::shared_ptr<const std::string> body = which == 0 ? job->kfs : job->index;
+        const auto kind = which == 0 ? detail::key_kind::kfs : detail::key_kind::index;
         std::stop_token st = gate.stop_token();
+        // One span per object, over all its attempts (ends when this coroutine returns).
+        auto put_span = job->trace.child("put");
+        if (put_span.active()) {
+            put_span.set("kind", which == 0 ? "kfs" : "index");
+            put_span.set("key", key);
+            put_span.set("bytes", body->size());
+        }
         for (int attempt = 0;; ++attempt) {
+            put_span.set("retries", attempt);
             auto permit = co_await budget.acquire(io_budget::priority::high, st);
             if (!permit) {
+                put_span.set("status", "cancelled");
                 job->failed = true;
                 co_return;
             }
             std::span<const char> bytes(body->data(), body->size());
+            const auto t0 = m.now();
             auto r = co_await store.put(key, bytes, false, st);
+            m.store_done(detail::store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
             permit->release();
             if (r) {
                 budget.on_success();
                 job->stored[which] = true;
+                put_span.set("status", "ok");
                 co_return;
             }
+            put_span.set("status", to_string(r.error().code));
             if (r.error().code == errc::cancelled || st.stop_requested()) {
                 job->failed = true;
                 co_return;
             }
             if (r.error().code == errc::transient) budget.on_throttled();
             ++stats.upload_retries;
+            m.upload_retries[static_cast<std::size_t>(which)].inc();
             if (attempt == 0 || attempt % 10 == 0) {
                 log::warn("upload of {} failed ({}); retrying", key, r.error().message);
             }
@@ -311,7 +392,9 @@ struct partition_log::state {
             co_await upload(job, 0);
             if (!job->failed) co_await upload(job, 1);
         }
+        if (job->done()) job->commit_span = job->trace.child("commit");
         --uploading;
+        uploading_g.add(-1);
         commit_ready();
         maybe_flush();
         pump();
@@ -335,6 +418,17 @@ struct partition_log::state {
                 hwm = j.last + 1;
                 moved = true;
                 for (auto& w : j.waiters) w->resolve(std::nullopt);
+                if (m.enabled) {
+                    m.flushes.inc();
+                    m.flush_records.inc(static_cast<std::uint64_t>(j.records));
+                    m.flush_bytes[0].inc(j.kfs->size());
+                    m.flush_bytes[1].inc(j.index->size());
+                    m.flush_size.record(j.kfs->size());
+                    m.flush_duration.record(clock_t_::now() - j.upload_started);
+                }
+                j.commit_span.end();
+                j.trace.set("status", "ok");
+                j.trace.end();
                 jobs.pop_front(); // releases the job's memory units
                 continue;
             }
@@ -342,6 +436,7 @@ struct partition_log::state {
                 // Shutdown cut this upload short: nothing from here on can be acknowledged.
                 for (auto& job : jobs) {
                     for (auto& w : job->waiters) w->resolve(append_errc::shutting_down);
+                    abandon(*job);
                 }
                 jobs.clear();
             }
@@ -368,12 +463,15 @@ struct partition_log::state {
     void cache_insert(std::int64_t base, std::size_t size) {
         cache_lru.push_back(base);
         cache_used += size;
+        cache_g.add(static_cast<std::int64_t>(size));
         while (cache_used > cfg.cache_bytes && cache_lru.size() > 1) {
             auto victim = cache_lru.front();
             cache_lru.pop_front();
             auto it = segments.find(victim);
             if (it != segments.end() && it->second.bytes) {
                 cache_used -= it->second.bytes->size();
+                cache_g.add(-static_cast<std::int64_t>(it->second.bytes->size()));
+                m.cache_evictions.inc();
                 it->second.bytes.reset();
             }
         }
@@ -386,7 +484,10 @@ struct partition_log::state {
         if (e.index) co_return e.index;
         auto permit = co_await budget.acquire(io_budget::priority::normal, st);
         if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+        const auto t0 = m.now();
         auto r = co_await store.get(index_key(cfg.ns, id, e.base), std::nullopt, st);
+        m.store_done(detail::store_op::get, detail::key_kind::index, t0, 0, r ? r->data.size() : 0,
+                     r ? nullptr : &r.error());
         if (!r) co_return failure{std::move(r).error()};
         auto idx = decode_index(r->data);
         if (!idx) co_return failure{store_error(errc::corrupt, idx.error().message)};
@@ -406,11 +507,13 @@ struct partition_log::state {
         auto& e = segments.at(base);
         if (e.bytes) {
             ++stats.cache_hits;
+            m.cache_hits.inc();
             const auto& b = *e.bytes;
             co_return segment_slice{e.bytes, std::span<const char>(b.data() + segment_header_size,
                                                                    b.size() - segment_header_size - segment_footer_size)};
         }
         ++stats.cache_misses;
+        m.cache_misses.inc();
         std::uint64_t pos = segment_header_size;
         if (e.has_index) {
             auto idx = co_await load_index(e, st);
@@ -479,7 +582,10 @@ struct partition_log::state {
         if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
         std::optional<byte_range> range;
         if (!whole) range = byte_range::from(pos);
+        const auto t0 = m.now();
         auto r = co_await store.get(segment_key(cfg.ns, id, base), range, st);
+        m.store_done(whole ? detail::store_op::get : detail::store_op::get_range, detail::key_kind::kfs, t0, 0,
+                     r ? r->data.size() : 0, r ? nullptr : &r.error());
         permit->release();
         if (!r) co_return failure{std::move(r).error()};
         auto data = std::make_shared<std::string>(std::move(r->data));
@@ -512,6 +618,7 @@ struct partition_log::state {
         if (next->first >= hwm) return;
         if (fetches.count({next->first, segment_header_size})) return;
         ++prefetches;
+        m.prefetches.inc();
         (void)gate.spawn(prefetch(next->first));
     }
 
@@ -531,9 +638,22 @@ struct partition_log::state {
         std::map<std::int64_t, std::uint64_t> kfs;
         std::map<std::int64_t, bool> idx;
         std::string token;
+        auto trace = metrics::span::root("restore");
+        if (trace.active()) {
+            trace.set("topic", id.topic);
+            trace.set("partition", id.partition);
+        }
+        restore_ctx = trace.context();
+        auto list_span = trace.child("list");
         for (;;) {
+            const auto t0 = m.now();
             auto page = co_await store.list(prefix, "", token, 1000, {});
-            if (!page) co_return failure{std::move(page).error()};
+            m.store_done(detail::store_op::list, detail::key_kind::none, t0, 0, 0, page ? nullptr : &page.error());
+            if (!page) {
+                list_span.set("status", to_string(page.error().code));
+                trace.set("status", to_string(page.error().code));
+                co_return failure{std::move(page).error()};
+            }
             ++report.list_pages;
             for (auto& o : page->objects) {
                 std::string_view name(o.key);
@@ -544,6 +664,9 @@ struct partition_log::state {
             if (page->next_token.empty()) break;
             token = page->next_token;
         }
+        list_span.set("pages", report.list_pages);
+        list_span.set("objects", kfs.size() + idx.size());
+        list_span.end();
         std::int64_t orphan_floor = 0;
         for (auto& [base, _] : idx) {
             if (!kfs.count(base)) {
@@ -571,12 +694,19 @@ struct partition_log::state {
         while (!segments.empty()) {
             auto& newest = segments.rbegin()->second;
             ++report.gets;
+            auto footer_span = trace.child("footer");
+            footer_span.set("segment", newest.base);
+            const auto t0 = m.now();
             auto tail = co_await store.get(segment_key(cfg.ns, id, newest.base), byte_range::suffix(segment_footer_size), {});
+            m.store_done(detail::store_op::get_range, detail::key_kind::kfs, t0, 0, tail ? tail->data.size() : 0,
+                         tail ? nullptr : &tail.error());
+            footer_span.set("status", tail ? "ok" : to_string(tail.error().code));
             if (!tail) {
                 if (tail.error().code == errc::not_found) {
                     segments.erase(newest.base);
                     continue;
                 }
+                trace.set("status", to_string(tail.error().code));
                 co_return failure{std::move(tail).error()};
             }
             auto footer = parse_segment_footer(tail->data);
@@ -607,6 +737,14 @@ struct partition_log::state {
         log_start = segments.empty() ? next_offset : segments.begin()->first;
         report.segments = segments.size();
         report.next_offset = next_offset;
+        if (trace.active()) {
+            trace.set("segments", report.segments);
+            trace.set("orphan_kfs", report.orphan_kfs);
+            trace.set("orphan_index", report.orphan_index);
+            trace.set("corrupt", report.corrupt);
+            trace.set("next_offset", next_offset);
+            trace.set("status", "ok");
+        }
         if (cfg.repair_orphans) {
             for (auto base : to_repair) {
                 if (segments.count(base)) (void)gate.spawn(repair(base));
@@ -618,20 +756,42 @@ struct partition_log::state {
     // Rebuilds a missing .index from its .kfs and uploads it.
     runtime::task<void> repair(std::int64_t base) {
         std::stop_token st = gate.stop_token();
+        // A child of the restore trace, although it ends after the restore did.
+        auto span = metrics::span::child_of("repair", restore_ctx);
+        span.set("segment", base);
         auto permit = co_await budget.acquire(io_budget::priority::normal, st);
-        if (!permit) co_return;
+        if (!permit) {
+            span.set("status", "cancelled");
+            co_return;
+        }
+        auto t0 = m.now();
         auto whole = co_await store.get(segment_key(cfg.ns, id, base), std::nullopt, st);
-        if (!whole) co_return;
+        m.store_done(detail::store_op::get, detail::key_kind::kfs, t0, 0, whole ? whole->data.size() : 0,
+                     whole ? nullptr : &whole.error());
+        if (!whole) {
+            if (whole.error().code != errc::cancelled) m.repair_failures.inc();
+            span.set("status", to_string(whole.error().code));
+            co_return;
+        }
         auto rebuilt = rebuild_index(whole->data, cfg.index_interval);
         if (!rebuilt) {
+            m.repair_failures.inc();
+            span.set("status", "corrupt");
             log::error("cannot rebuild the index of segment {}: {}", base, rebuilt.error().message);
             co_return;
         }
         std::string index = std::move(*rebuilt);
+        t0 = m.now();
         auto put = co_await store.put(index_key(cfg.ns, id, base), std::span<const char>(index.data(), index.size()),
                                       true, st);
+        m.store_done(detail::store_op::put, detail::key_kind::index, t0, index.size(), 0, put ? nullptr : &put.error());
+        span.set("status", put ? "ok" : to_string(put.error().code));
+        if (!put && put.error().code != errc::precondition_failed && put.error().code != errc::cancelled) {
+            m.repair_failures.inc();
+        }
         if (put || put.error().code == errc::precondition_failed) {
             ++report.repaired;
+            m.repairs.inc();
             auto it = segments.find(base);
             if (it != segments.end()) {
                 it->second.has_index = true;
@@ -656,11 +816,29 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
                                                                                       partition_id id,
                                                                                       log_config cfg) {
     auto s = std::make_unique<state>(store, budget, std::move(id), std::move(cfg));
+    const auto t0 = s->m.now();
     auto r = co_await s->restore();
-    if (!r) co_return failure{std::move(r).error()};
-    log::info("restored {}{}: {} segments, next offset {}, {} orphan .kfs, {} orphan .index, {} corrupt",
-              store.describe(), partition_prefix(s->cfg.ns, s->id), s->report.segments, s->report.next_offset,
-              s->report.orphan_kfs, s->report.orphan_index, s->report.corrupt);
+    if (!r) {
+        s->m.restore_failures.inc();
+        co_return failure{std::move(r).error()};
+    }
+    if (s->m.enabled) {
+        auto& m = s->m;
+        m.restores.inc();
+        m.restore_duration.record(std::chrono::steady_clock::now() - t0);
+        m.restored_segments.inc(s->report.segments);
+        m.orphans[0].inc(s->report.orphan_kfs);
+        m.orphans[1].inc(s->report.orphan_index);
+        m.corrupt_segments.inc(s->report.corrupt);
+    }
+    s->register_partition_gauges();
+    // A new, empty partition is not news; one with data (or damage) is.
+    const auto& rep = s->report;
+    log::emit(rep.segments || rep.orphan_kfs || rep.orphan_index || rep.corrupt ? log::level::info : log::level::debug,
+              "restored partition {}/{} from {}: {} segments, next offset {}, {} orphan .kfs, {} orphan .index, "
+              "{} corrupt, {} list pages",
+              s->id.topic, s->id.partition, store.describe(), rep.segments, rep.next_offset, rep.orphan_kfs,
+              rep.orphan_index, rep.corrupt, rep.list_pages);
     co_return std::unique_ptr<partition_log>(new partition_log(std::move(s)));
 }
 
@@ -713,6 +891,7 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
         if (!assigned) {
             // Nothing of a rejected batch is kept; earlier batches of this set are (Kafka
             // validates whole sets first, and split_batches already did).
+            s.buffered_g.add(static_cast<std::int64_t>(s.builder->body_bytes()) - s.buffered_g.value());
             co_return failure{append_error(append_errc::corrupt_message, assigned.error().message)};
         }
     }
@@ -722,6 +901,10 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
     s.builder_memory.push_back(std::move(*units));
     ++s.stats.appends;
     s.stats.appended_records += static_cast<std::uint64_t>(out.last_offset - out.base_offset + 1);
+    s.buffered_g.add(static_cast<std::int64_t>(s.builder->body_bytes()) - s.buffered_g.value());
+    s.m.appends.inc();
+    s.m.appended_records.inc(static_cast<std::uint64_t>(out.last_offset - out.base_offset + 1));
+    s.m.appended_bytes.inc(record_set.size());
 
     if (acks != ack_mode::durable) {
         s.maybe_flush();
@@ -733,11 +916,15 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
     s.maybe_flush();
     co_await ack_awaiter(ack, s.cfg.append_timeout, st);
     if (ack->error) {
-        if (*ack->error == append_errc::timed_out) ++s.stats.timed_out_appends;
+        if (*ack->error == append_errc::timed_out) {
+            ++s.stats.timed_out_appends;
+            s.m.append_timeouts.inc();
+        }
         co_return failure{append_error(*ack->error, *ack->error == append_errc::timed_out
                                                         ? "not durable within the append timeout; still retrying"
                                                         : "not acknowledged")};
     }
+    out.flush_span = ack->flush;
     co_return out;
 }
 
@@ -839,12 +1026,16 @@ runtime::task<void> partition_log::close() {
     // Uploads cut short by the gate: their producers were never acknowledged.
     for (auto& j : s.jobs) {
         for (auto& w : j->waiters) w->resolve(append_errc::shutting_down);
+        s.abandon(*j);
     }
     s.jobs.clear();
     for (auto& w : s.builder_waiters) w->resolve(append_errc::shutting_down);
     s.builder_waiters.clear();
     for (auto& w : s.data_waiters) w.state->resolve(append_errc::shutting_down);
     s.data_waiters.clear();
+    // The partition is gone from this core's point of view: its own series go too.
+    s.hwm_reg.reset();
+    s.start_reg.reset();
 }
 
 std::int64_t partition_log::high_watermark() const noexcept { return _s->hwm; }

@@ -1,5 +1,6 @@
 // The partition log on the real S3 peer (SigV4-checking moto) behind the fault proxy: the
 // failure scenarios of the unit tests, for real. Run through with-s3.sh.
+#include "../unit/metrics/metric_probe.hpp"
 #include "log_audit.hpp"
 #include "run_task.hpp"
 
@@ -121,8 +122,21 @@ TEST_CASE("partition log on S3: clean run and restore", "[integration][storage]"
 }
 
 TEST_CASE("partition log on S3: .kfs PUTs fail with SlowDown, .index PUTs succeed", "[integration][storage]") {
+    using skiff::test::counter_value;
+    const metrics::labels put_kfs{{"op", "put"}, {"kind", "kfs"}};
+    const auto throttled0 = counter_value("skiff_s3_throttled_total", {{"op", "put"}});
+    const auto s3_retries0 = counter_value("skiff_s3_retries_total", put_kfs);
+    const auto log_retries0 = counter_value("skiff_flush_upload_retries_total", {{"kind", "kfs"}});
+    const auto requests0 = counter_value("skiff_s3_requests_total", put_kfs);
     run_task(scenario("kfs-slowdown", "fail-mode=503-slowdown&fail-match=%5EPUT%20.*%5C.kfs&fail-next=4&fail-rate=0",
                       upload_mode::parallel));
+    // Every SlowDown is counted once, and was retried either by the client or, once the
+    // client gave up, by the log.
+    CHECK(counter_value("skiff_s3_throttled_total", {{"op", "put"}}) - throttled0 == 4);
+    CHECK((counter_value("skiff_s3_retries_total", put_kfs) - s3_retries0) +
+              (counter_value("skiff_flush_upload_retries_total", {{"kind", "kfs"}}) - log_retries0) ==
+          4);
+    CHECK(counter_value("skiff_s3_requests_total", put_kfs) - requests0 >= 5);
 }
 
 TEST_CASE("partition log on S3: .index PUTs are reset, .kfs PUTs succeed", "[integration][storage]") {

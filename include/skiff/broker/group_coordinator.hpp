@@ -65,28 +65,60 @@ public:
     group_coordinator& operator=(const group_coordinator&) = delete;
 
     // Lists the stored groups and loads the committed offsets of those `owns` accepts (the
-    // broker passes "hashes to this core"). Called once at start-up, before any request.
+    // broker passes "hashes to this core"; an empty function accepts all). Called once at
+    // start-up, before any request. Fails only when the store cannot be listed or read; a
+    // corrupt offsets object is logged and skipped.
     runtime::task<result<void, storage::store_error>> load(std::function<bool(std::string_view)> owns);
 
+    // Errors are Kafka error codes in the response (include/skiff/broker/kafka_errors.hpp),
+    // never exceptions: an empty group id is INVALID_GROUP_ID (for every call, also the offset
+    // and admin ones, where Kafka would accept ""), any call after close() answers
+    // COORDINATOR_NOT_AVAILABLE, and no field value can crash the coordinator.
+
+    // JoinGroup. Completes when the group's rebalance does (every known member rejoined, or
+    // the rebalance timeout / initial delay passed), or at once for errors, for v4+ members
+    // without an id (MEMBER_ID_REQUIRED with the id to use) and for members that need no
+    // rebalance. The leader's answer lists all members with their metadata.
+    // Static members (v5+ group_instance_id): a known instance joining with no member id takes
+    // over the old member's place; in a Stable group whose protocol would not change this
+    // needs no rebalance (the old id is then FENCED_INSTANCE_ID).
     runtime::task<kafka::JoinGroupResponse> join(kafka::JoinGroupRequest req, std::int16_t version,
                                                  std::string client_id, std::string client_host);
+    // SyncGroup. A follower's call in CompletingRebalance waits for the leader's; the leader's
+    // assignment completes the generation (Stable). REBALANCE_IN_PROGRESS when the group
+    // rebalanced meanwhile.
     runtime::task<kafka::SyncGroupResponse> sync(kafka::SyncGroupRequest req, std::int16_t version);
+    // Heartbeat: NONE (Stable, CompletingRebalance), REBALANCE_IN_PROGRESS (rejoin needed),
+    // ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID. Keeps the session alive.
     kafka::HeartbeatResponse heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version);
+    // LeaveGroup: v0-2 one member (error at top level), v3+ a batch with per-member errors.
     kafka::LeaveGroupResponse leave(const kafka::LeaveGroupRequest& req, std::int16_t version);
 
+    // OffsetCommit. Generation -1 without a member id commits for an Empty (or unknown) group;
+    // otherwise the member and generation must be current (not during CompletingRebalance).
+    // Answered once the group's offsets object is stored: commits of one group are written one
+    // PUT at a time, commits arriving meanwhile share the next PUT. A failed or timed-out write
+    // answers COORDINATOR_NOT_AVAILABLE / REQUEST_TIMED_OUT (both retriable) and leaves the
+    // committed offsets as they were. The coordinator does not know the topics: the broker
+    // answers UNKNOWN_TOPIC_OR_PARTITION for unknown ones before calling.
     runtime::task<kafka::OffsetCommitResponse> commit_offsets(kafka::OffsetCommitRequest req, std::int16_t version);
     // Versions 0-7 name one group; from v8 the request may name several: the broker passes
     // only the groups this core owns and merges the `groups` arrays of the answers.
     runtime::task<kafka::OffsetFetchResponse> fetch_offsets(kafka::OffsetFetchRequest req, std::int16_t version);
 
-    // The groups this core owns (the broker merges the answers of all cores).
+    // The groups this core owns (the broker merges the answers of all cores). Groups that only
+    // have committed offsets are listed as Empty with an empty protocol type.
     kafka::ListGroupsResponse list_groups(const kafka::ListGroupsRequest& req, std::int16_t version);
-    // Only groups this core owns are passed in; results in request order.
+    // Only groups this core owns are passed in; results in request order. An unknown group is
+    // described as "Dead" with no error (Kafka's behaviour up to v5).
     kafka::DescribeGroupsResponse describe_groups(const kafka::DescribeGroupsRequest& req, std::int16_t version);
+    // Deletes Empty groups and their offsets object (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND
+    // otherwise); waits for the group's write in flight first.
     runtime::task<kafka::DeleteGroupsResponse> delete_groups(kafka::DeleteGroupsRequest req, std::int16_t version);
 
     // Completes pending joins and syncs with COORDINATOR_NOT_AVAILABLE, stops the timers and
-    // waits for offset writes in flight.
+    // waits for offset writes (and deletes) in flight; commits accepted before close() are
+    // still written and answered. Call it before destroying the coordinator, on its core.
     runtime::task<void> close();
 
     group_stats stats() const noexcept;

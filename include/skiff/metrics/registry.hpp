@@ -184,6 +184,15 @@ struct core_snapshot {
 // Sums over cores: counters and gauges add up, histograms merge bucket-wise.
 core_snapshot merge_cores(const std::vector<core_snapshot>& cores);
 
+// Process-wide switch for instrumented components (any thread; a relaxed atomic). Components
+// read it once, when they register their metrics (the S3 client at create(), io_budget at
+// construction, partition_log at open()): created while it is off, they keep inert handles,
+// so their hot path costs one null test per update. It does not affect metrics registered
+// directly, the registry or the scrape. On by default. Tracing has its own switch
+// (set_tracing_enabled in trace.hpp).
+void set_metrics_enabled(bool on) noexcept;
+bool metrics_enabled() noexcept;
+
 namespace detail {
 struct family;
 }

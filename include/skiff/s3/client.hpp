@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -99,6 +100,13 @@ struct list_request {
 
 enum class op_kind : std::uint8_t { put, get, head, del, list, count_ };
 
+// What an object key names, for the `kind` label of the client's metrics: the storage
+// engine's segment (.kfs) and index (.index) objects, or anything else. Decided by the key's
+// suffix only (the client knows nothing else about keys).
+enum class object_kind : std::uint8_t { kfs, index, other, count_ };
+object_kind object_kind_of(std::string_view key) noexcept;
+const char* to_string(object_kind k) noexcept;
+
 struct op_stats {
     std::uint64_t operations = 0;
     std::uint64_t requests = 0;   // attempts sent
@@ -115,6 +123,11 @@ struct client_stats {
     const op_stats& of(op_kind k) const { return by_op[static_cast<std::size_t>(k)]; }
 };
 
+// Metrics (docs/observability.md, "S3 client"): registered on the creating core's registry by
+// create() unless metrics::metrics_enabled() is off; per HTTP request (attempt) and per
+// operation, labelled op = put | get | get_range | head | delete | list and kind =
+// kfs | index | other (none for list); errors by class. Never a URL, query string, header or
+// credential.
 class client {
 public:
     // Fails with a sentence when the endpoint is malformed or credentials are incomplete.
@@ -141,6 +154,7 @@ public:
 
 private:
     struct attempt_spec;
+    struct instruments;
     client(client_config cfg, endpoint ep);
     runtime::task<result<http::response, error>> execute(op_kind kind, const attempt_spec& spec,
                                                          std::stop_token st);
@@ -150,6 +164,7 @@ private:
     std::unique_ptr<http::client> _http;
     backoff _backoff;
     client_stats _stats;
+    std::unique_ptr<instruments> _m; // null when metrics were off at create()
 };
 
 } // namespace skiff::s3

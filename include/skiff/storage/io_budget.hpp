@@ -7,9 +7,15 @@
 //
 // The global cap is a lock-free counter; a core that finds it full polls with a short sleep
 // instead of queueing on another core, so no core ever waits on another core's lock.
+//
+// Metrics (registered at construction on this core unless metrics::metrics_enabled() is off;
+// several budgets on one core add up): skiff_io_budget_acquired_total, _waits_total,
+// _global_waits_total, _throttled_total, skiff_io_budget_wait_duration_seconds, and the gauges
+// skiff_io_budget_waiting (queue depth), skiff_io_budget_in_flight, skiff_io_budget_limit.
 #pragma once
 
 #include <skiff/core/result.hpp>
+#include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/task.hpp>
 
@@ -49,13 +55,19 @@ public:
     class permit {
     public:
         permit() = default;
-        permit(runtime::semaphore::units u, global_io_cap* g) noexcept : _units(std::move(u)), _global(g) {}
-        permit(permit&& o) noexcept : _units(std::move(o._units)), _global(std::exchange(o._global, nullptr)) {}
+        // `in_flight` (optional) is decremented once when the permit is released.
+        permit(runtime::semaphore::units u, global_io_cap* g, metrics::gauge in_flight = {}) noexcept
+            : _units(std::move(u)), _global(g), _in_flight(in_flight), _held(true) {}
+        permit(permit&& o) noexcept
+            : _units(std::move(o._units)), _global(std::exchange(o._global, nullptr)), _in_flight(o._in_flight),
+              _held(std::exchange(o._held, false)) {}
         permit& operator=(permit&& o) noexcept {
             if (this != &o) {
                 release();
                 _units = std::move(o._units);
                 _global = std::exchange(o._global, nullptr);
+                _in_flight = o._in_flight;
+                _held = std::exchange(o._held, false);
             }
             return *this;
         }
@@ -63,15 +75,22 @@ public:
         void release() noexcept {
             if (_global) std::exchange(_global, nullptr)->give();
             _units.release();
+            if (std::exchange(_held, false)) _in_flight.sub(1);
         }
 
     private:
         runtime::semaphore::units _units;
         global_io_cap* _global = nullptr;
+        metrics::gauge _in_flight;
+        bool _held = false;
     };
 
     // `limit`: the most requests this core may have in flight; `global` may be null.
     io_budget(std::size_t limit, global_io_cap* global);
+    // Permits must be released before the budget is destroyed.
+    ~io_budget();
+    io_budget(const io_budget&) = delete;
+    io_budget& operator=(const io_budget&) = delete;
 
     // Waits for a permit. errc::cancelled when `st` fires, errc::broken after shutdown().
     runtime::task<result<permit>> acquire(priority p, std::stop_token st);
@@ -97,6 +116,11 @@ private:
     std::size_t _max;
     std::size_t _successes = 0;
     io_budget_stats _stats;
+    struct instruments {
+        metrics::counter acquired, waits, global_waits, throttled;
+        metrics::histogram wait;
+        metrics::gauge waiting, in_flight, limit;
+    } _m;
 };
 
 } // namespace skiff::storage

@@ -22,10 +22,19 @@
 // Restore. open() lists the partition's prefix, pairs .kfs and .index by base offset, and
 // reads only the newest segment's footer to find the next offset. Orphans never block it.
 //
+// Observability. Metrics (skiff_flush_*, skiff_store_*, skiff_log_*, skiff_cache_*,
+// skiff_restore_*, and per partition skiff_partition_high_watermark /
+// skiff_partition_log_start_offset{topic,partition}) go to the core's registry; they are
+// registered at open() unless metrics::metrics_enabled() is off then, and the per-partition
+// series are removed by close(). Each flush is a trace (root "flush": "build", one "put" per
+// object, "commit"); each restore one (root "restore": "list", "footer", later "repair").
+// See docs/observability.md.
+//
 // A partition_log lives on one core; every call must be made there.
 #pragma once
 
 #include <skiff/core/result.hpp>
+#include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
@@ -97,6 +106,10 @@ struct append_error {
 struct append_result {
     std::int64_t base_offset = 0;
     std::int64_t last_offset = 0;
+    // ack_mode::durable: the root span of the flush that committed the data, for the
+    // caller's produce span to link to (`produce.link(r.flush_span)`). Invalid (not
+    // valid()) for other ack modes and when tracing was off at that flush.
+    metrics::span_context flush_span{};
 };
 
 enum class ack_mode : std::uint8_t { none, leader, durable }; // Kafka acks 0, 1, -1
