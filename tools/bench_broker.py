@@ -80,7 +80,8 @@ def main():
         producers = {}
         for mode, (_, port) in brokers.items():
             b = f"127.0.0.1:{port}"
-            AdminClient({"bootstrap.servers": b}).create_topics([NewTopic("bench", 1, 1)])["bench"].result(30)
+            admin = AdminClient({"bootstrap.servers": b})  # must outlive the future
+            admin.create_topics([NewTopic("bench", 1, 1)])["bench"].result(30)
             producers[mode] = Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 0,
                                         "enable.idempotence": False, "max.in.flight": 1})
         payload = os.urandom(args.size // 2).hex().encode()

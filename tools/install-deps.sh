@@ -11,7 +11,7 @@ build_pkgs=(
   catch2 libpugixml-dev ca-certificates python3
 )
 test_pkgs=(
-  kcat python3-confluent-kafka
+  kcat python3-confluent-kafka nodejs npm
   curl procps chromium
 )
 
@@ -22,18 +22,31 @@ fi
 
 missing=()
 for p in "${want[@]}"; do
+  # A nodejs build that bundles npm (NodeSource's) conflicts with Debian's npm package.
+  if [[ $p == npm ]] && command -v npm >/dev/null; then continue; fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-$SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The kafkajs client tests (test/clients/node): exactly what package-lock.json pins, installed
+# again only when node_modules is missing or was installed from another lock file.
+if [[ "${1:-}" == "--all" ]]; then
+  node_dir=$(cd "$(dirname "$0")/.." && pwd)/test/clients/node
+  stamp=$node_dir/node_modules/.skiff-lock.sha256
+  want_sum=$(sha256sum <"$node_dir/package-lock.json")
+  if [[ ! -f $stamp || "$(cat "$stamp")" != "$want_sum" ]]; then
+    echo "install-deps: npm ci in test/clients/node" >&2
+    npm ci --prefix "$node_dir" --no-audit --no-fund --loglevel=error >/dev/null
+    echo "$want_sum" >"$stamp"
+  fi
+fi

@@ -132,7 +132,14 @@ runtime::task<void> writer(conn_state* c) {
         bool close = false;
         while (!c->queue.empty() && c->queue.front()->done) {
             auto& slot = *c->queue.front();
-            if (slot.bytes) out += *slot.bytes;
+            if (slot.bytes) {
+                // The common case, one answer ready, is written without a copy.
+                if (out.empty()) {
+                    out = std::move(*slot.bytes);
+                } else {
+                    out += *slot.bytes;
+                }
+            }
             close = close || slot.close_after;
             c->queue.pop_front();
             if (close) break;
