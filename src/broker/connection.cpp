@@ -25,7 +25,8 @@ namespace skiff::broker {
 namespace {
 
 struct pending {
-    runtime::semaphore::units unit; // of conn_state::inflight, returned once answered
+    runtime::semaphore::units unit;  // of conn_state::inflight, returned once answered
+    runtime::semaphore::units budget; // of conn_state::inflight_bytes, likewise
     std::optional<std::string> bytes;
     bool done = false;
     bool close_after = false;
@@ -39,11 +40,15 @@ struct conn_state {
     std::deque<std::shared_ptr<pending>> queue;
     runtime::semaphore progress{0, "conn-progress"};
     runtime::semaphore inflight{64, "conn-inflight"};
+    // Request bytes read but not answered: one connection holds at most one maximum frame
+    // (plus its read buffer), however many small requests it pipelines.
+    runtime::semaphore inflight_bytes{64u << 20, "conn-inflight-bytes"};
     runtime::gate handlers{"conn-handlers"};
     std::stop_source stop; // ends the reader: peer gone, write failure, protocol error, shutdown
     bool reader_done = false;
 
-    explicit conn_state(std::size_t max_inflight) : inflight(max_inflight, "conn-inflight") {}
+    conn_state(std::size_t max_inflight, std::size_t max_bytes)
+        : inflight(max_inflight, "conn-inflight"), inflight_bytes(max_bytes, "conn-inflight-bytes") {}
 };
 
 std::string host_of(const sockaddr_storage& ss) {
@@ -92,8 +97,11 @@ runtime::task<void> reader(conn_state* c) {
             start += kafka::size_prefix_bytes + **size;
             auto unit = co_await c->inflight.acquire(1, st);
             if (!unit) co_return;
+            auto budget = co_await c->inflight_bytes.acquire(std::max<std::size_t>(frame.size(), 1), st);
+            if (!budget) co_return;
             auto slot = std::make_shared<pending>();
             slot->unit = std::move(*unit);
+            slot->budget = std::move(*budget);
             c->queue.push_back(slot);
             auto spawned = c->handlers.spawn(run_handler(c, slot, std::move(frame)));
             if (!spawned) {
@@ -173,7 +181,7 @@ runtime::task<void> read_then_mark(conn_state* c) {
 } // namespace
 
 runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream) {
-    conn_state c(sh.cfg().max_inflight_requests);
+    conn_state c(sh.cfg().max_inflight_requests, sh.cfg().max_frame_bytes);
     c.sh = &sh;
     c.stream = std::move(stream);
     {

@@ -225,7 +225,10 @@ kafka::OffsetCommitRequest commit_req(std::string group, std::vector<std::tuple<
     r.group_id = std::move(group);
     r.generation_id_or_member_epoch = gen;
     r.member_id = std::move(member);
-    for (auto& [t, p, o] : offs) {
+    for (auto& item : offs) {
+        const std::string& t = std::get<0>(item);
+        const int p = std::get<1>(item);
+        const std::int64_t o = std::get<2>(item);
         auto it = std::find_if(r.topics.begin(), r.topics.end(), [&](const auto& x) { return x.name == t; });
         if (it == r.topics.end()) {
             r.topics.emplace_back();
@@ -260,7 +263,9 @@ task<std::vector<std::int64_t>> fetch(env* e, std::string group, std::string_vie
     kafka::OffsetFetchRequest req;
     req.group_id = std::move(group);
     req.topics.emplace();
-    for (auto& [t, p] : parts) {
+    for (auto& item : parts) {
+        const std::string& t = item.first;
+        const int p = item.second;
         auto it = std::find_if(req.topics->begin(), req.topics->end(), [&](const auto& x) { return x.name == t; });
         if (it == req.topics->end()) {
             req.topics->emplace_back();
