@@ -16,7 +16,7 @@ using kafka::api_key;
 // addresses topics by id only; Produce v10+ is KIP-890 era; ListOffsets v7 adds the
 // max-timestamp query, which needs a time index; Metadata v12 is the newest with names). Produce and Fetch start at the first versions
 // that carry magic-2 record batches.
-constexpr std::array<served_api, 21> apis{{
+constexpr std::array<served_api, 22> apis{{
     {api_key::produce, 3, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -38,6 +38,7 @@ constexpr std::array<served_api, 21> apis{{
     {api_key::describe_configs, 0, 4},
     {api_key::create_partitions, 0, 3},
     {api_key::delete_groups, 0, 2},
+    {api_key::describe_cluster, 0, 1},
 }};
 
 const served_api* find_served(std::int16_t key) {
@@ -336,6 +337,26 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
     return respond(r, ctx);
 }
 
+// Java's AdminClient asks this for describeCluster(); one broker, which is also the controller.
+std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeClusterRequest& req) {
+    kafka::DescribeClusterResponse r;
+    constexpr std::int8_t brokers_endpoint = 1;
+    if (req.endpoint_type != brokers_endpoint) {
+        r.error_code = kerr::unsupported_endpoint_type;
+        r.error_message = "only broker endpoints are served";
+        return respond(r, ctx);
+    }
+    auto [host, port] = advertised(ctx);
+    r.cluster_id = ctx.sh.cfg().cluster_id;
+    r.controller_id = ctx.sh.cfg().node_id;
+    kafka::DescribeClusterResponse::DescribeClusterBroker b;
+    b.broker_id = ctx.sh.cfg().node_id;
+    b.host = host;
+    b.port = port;
+    r.brokers.push_back(std::move(b));
+    return respond(r, ctx);
+}
+
 // ---- coordinators and producer ids ------------------------------------------------------
 
 std::string find_coordinator(const request_ctx& ctx, const kafka::FindCoordinatorRequest& req) {
@@ -513,6 +534,8 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     }
     case api_key::describe_configs:
         co_return describe_configs(ctx, decode_body<kafka::DescribeConfigsRequest>(body, version));
+    case api_key::describe_cluster:
+        co_return describe_cluster(ctx, decode_body<kafka::DescribeClusterRequest>(body, version));
     case api_key::find_coordinator:
         co_return find_coordinator(ctx, decode_body<kafka::FindCoordinatorRequest>(body, version));
     case api_key::init_producer_id: {

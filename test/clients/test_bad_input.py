@@ -412,7 +412,44 @@ def test_produce_corrupt_crc(t):
     b.stop()
 
 
+def test_api_versions_and_describe_cluster(t):
+    """ApiVersions lists what is served (and nothing of transactions); DescribeCluster v0 (what
+    Java's AdminClient.describeCluster() sends) names this broker, at the address connected to."""
+    b = serving_broker(t)
+    apis = api_versions(b)
+    for key, want in {0: (3, 9), 1: (4, 12), 3: (0, 12), 18: (0, 3), 22: (0, 4), 60: (0, 1)}.items():
+        if apis.get(key) != want:
+            raise AssertionError(f"ApiVersions: API {key} listed as {apis.get(key)}, expected {want}")
+    for txn in (24, 25, 26, 28):
+        if txn in apis:
+            raise AssertionError(f"ApiVersions lists transactional API {txn}")
+    with connect(b) as s:
+        s.sendall(request(60, 0, 77, body=b"\x00\x00", flexible=True))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("DescribeCluster v0: connection closed")
+    r = Reader(resp)
+    corr, tags, _throttle, err = r.take(">i"), r.take(">B"), r.take(">i"), r.take(">h")
+    if corr != 77 or tags != 0 or err != 0:
+        raise AssertionError(f"DescribeCluster v0: correlation {corr}, tags {tags}, error {err}")
+    if r.take(">B") != 0:   # error_message: null
+        raise AssertionError("DescribeCluster v0: error message set")
+    n = r.take(">B") - 1
+    cluster = r.d[r.p:r.p + n].decode()
+    r.p += n
+    controller, brokers = r.take(">i"), r.take(">B") - 1
+    broker_id = r.take(">i")
+    n = r.take(">B") - 1
+    host = r.d[r.p:r.p + n].decode()
+    r.p += n
+    port = r.take(">i")
+    if not cluster or controller != 0 or brokers != 1 or broker_id != 0 or (host, port) != ("127.0.0.1", b.port):
+        raise AssertionError(f"DescribeCluster v0: cluster {cluster!r}, controller {controller}, {brokers} brokers, "
+                             f"first {broker_id} at {host}:{port}")
+    b.stop()
+
+
 if __name__ == "__main__":
     broker.main([(test_oversized_frame, 120), (test_truncated_frames, 120), (test_garbage, 120),
                  (test_unknown_api_key, 120), (test_api_versions_unsupported_version, 120),
-                 (test_produce_corrupt_crc, 120)])
+                 (test_produce_corrupt_crc, 120), (test_api_versions_and_describe_cluster, 120)])
