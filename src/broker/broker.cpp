@@ -163,10 +163,19 @@ runtime::task<metrics::readiness> store_ready(shard* sh, std::stop_token st) {
     co_return metrics::readiness::yes(sh->store->describe());
 }
 
-runtime::task<void> load_groups(shard* sh) {
+// Committed offsets must be there before any consumer asks: a group served without them would
+// send its consumers to auto.offset.reset. So a failing load is retried, then fails start-up.
+runtime::task<std::string> load_groups(shard* sh) {
     const unsigned core = sh->core, cores = sh->shared->cores;
-    auto r = co_await sh->groups->load([core, cores](std::string_view g) { return group_owner(g, cores) == core; });
-    if (!r) log::warn("loading consumer groups on core {}: {}", core, r.error().message);
+    std::string last;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        if (attempt) co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));
+        auto r = co_await sh->groups->load([core, cores](std::string_view g) { return group_owner(g, cores) == core; });
+        if (r) co_return std::string();
+        last = r.error().message;
+        log::warn("loading consumer groups on core {} (attempt {}): {}", core, attempt + 1, last);
+    }
+    co_return "cannot load the consumer groups' committed offsets: " + last;
 }
 
 runtime::task<void> close_partitions(shard* sh) {
@@ -249,9 +258,16 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
     auto snap = std::make_shared<const catalog>(std::move(*cat));
     std::size_t partitions = 0;
     for (auto& [_, t] : snap->topics) partitions += static_cast<std::size_t>(t.partitions);
-    for (unsigned c = 0; c < shared.cores; ++c) {
+    for (unsigned c = 0; c < shared.cores && !su->failed; ++c) {
         shard* target = shared.shards[c];
-        co_await runtime::submit_to(c, [target] { return load_groups(target); });
+        auto err = co_await runtime::submit_to(c, [target] { return load_groups(target); });
+        if (!err.empty()) su->fail(err);
+    }
+    if (su->failed) {
+        http_stop.request_stop();
+        co_await http_gate.close();
+        co_await release_others(&shared);
+        co_return;
     }
     {
         std::vector<runtime::task<void>> restores;
