@@ -49,6 +49,27 @@ runtime::task<bool> durable_through(storage::partition_log& log, std::int64_t la
     co_return co_await log.wait_for_data(last, timeout);
 }
 
+// A timed-out idempotent append: when its data does become durable, record its offsets so
+// the producer's retry is answered as a duplicate instead of waiting forever on a reservation.
+// The slot is looked up again after every wait: a deleted topic takes its partitions away.
+runtime::task<void> complete_when_durable(shard* sh, std::string topic, std::int32_t partition, std::int64_t pid,
+                                          std::int16_t epoch, std::int32_t base_seq, std::int64_t base,
+                                          std::int64_t last) {
+    auto st = sh->background.stop_token();
+    const auto key = std::pair{std::move(topic), partition};
+    while (!st.stop_requested()) {
+        auto it = sh->parts.find(key);
+        if (it == sh->parts.end()) co_return;
+        partition_slot* slot = it->second.get();
+        if (slot->log->high_watermark() > last) {
+            slot->producers.complete(pid, epoch, base_seq, base, last);
+            co_return;
+        }
+        auto slept = co_await runtime::sleep(std::chrono::milliseconds(50), st);
+        (void)slept;
+    }
+}
+
 // Runs on the partition's core. No suspension before the append is issued when the
 // partition is open, so appends keep the order in which requests were read.
 runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std::int32_t partition,
@@ -143,9 +164,17 @@ runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std
     if (!r) {
         out.error = append_error_code(r.error().code);
         out.message = r.error().message;
-        // A timed-out append is still being written: keep its sequence reserved so a retry
-        // is not written twice. Anything else was not written.
-        if (idempotent && r.error().code != storage::append_errc::timed_out) slot->producers.abort(pid, epoch, base_seq);
+        // A timed-out append is still being written: its sequence stays reserved, so a retry
+        // is not written twice, and once it is durable the retry is answered as a duplicate
+        // with these offsets. Anything else was not written.
+        if (idempotent) {
+            if (r.error().code == storage::append_errc::timed_out && r.error().last_offset >= 0) {
+                (void)sh->background.spawn(complete_when_durable(sh, topic, partition, pid, epoch, base_seq,
+                                                                 r.error().base_offset, r.error().last_offset));
+            } else {
+                slot->producers.abort(pid, epoch, base_seq);
+            }
+        }
         co_return out;
     }
     if (idempotent) slot->producers.complete(pid, epoch, base_seq, r->base_offset, r->last_offset);

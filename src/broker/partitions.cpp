@@ -106,7 +106,7 @@ runtime::task<void> open_quietly(shard* sh, std::string topic, std::int32_t p) {
 runtime::task<void> close_and_delete(shard* sh, std::unique_ptr<partition_slot> slot, std::string topic,
                                      std::int32_t p) {
     co_await slot->log->close();
-    slot.reset();
+    sh->retired.push_back(std::move(slot));
     auto prefix = storage::partition_prefix(sh->cfg().ns, storage::partition_id(topic, p));
     auto r = co_await remove_prefix(*sh->store, prefix, {});
     if (!r) log::warn("deleting {}: {}", prefix, r.error().message);

@@ -64,6 +64,9 @@ struct shard {
     // Opens in progress, so concurrent requests restore a partition once.
     std::map<std::pair<std::string, std::int32_t>, std::shared_ptr<runtime::semaphore>> opening;
     std::unique_ptr<group_coordinator> groups;
+    // Partitions of deleted topics, closed. Kept until shutdown: a request that was inside one
+    // (an append waiting for its flush) still holds a pointer to it when it resumes.
+    std::vector<std::unique_ptr<partition_slot>> retired;
 
     runtime::gate conns{"connections"};
     runtime::gate background{"background"};

@@ -920,9 +920,12 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
             ++s.stats.timed_out_appends;
             s.m.append_timeouts.inc();
         }
-        co_return failure{append_error(*ack->error, *ack->error == append_errc::timed_out
-                                                        ? "not durable within the append timeout; still retrying"
-                                                        : "not acknowledged")};
+        append_error err(*ack->error, *ack->error == append_errc::timed_out
+                                          ? "not durable within the append timeout; still retrying"
+                                          : "not acknowledged");
+        err.base_offset = out.base_offset;
+        err.last_offset = out.last_offset;
+        co_return failure{std::move(err)};
     }
     out.flush_span = ack->flush;
     co_return out;

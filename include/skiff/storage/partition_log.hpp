@@ -101,6 +101,10 @@ struct append_error {
     append_error(append_errc c, std::string m) : code(c), message(std::move(m)) {}
     append_errc code = append_errc::corrupt_message;
     std::string message;
+    // The offsets the records were given, when they were given some (a timed-out append's
+    // data is still being stored there; -1 when nothing was appended).
+    std::int64_t base_offset = -1;
+    std::int64_t last_offset = -1;
 };
 
 struct append_result {
