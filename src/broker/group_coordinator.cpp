@@ -19,6 +19,7 @@
 // memory only — after a restart members rejoin (UNKNOWN_MEMBER_ID makes them) and only the
 // committed offsets come back. No group.max.size limit. Offsets never expire (Kafka's
 // offsets.retention.minutes); they go with DeleteGroups.
+#include <skiff/core/hash.hpp>
 #include <skiff/broker/group_coordinator.hpp>
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/core/base64.hpp>
@@ -461,14 +462,6 @@ std::optional<std::string> unescape(std::string_view esc) {
     return out;
 }
 
-std::uint64_t fnv1a64(std::string_view s) noexcept {
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 std::string groups_prefix(std::string_view ns) { return fmt::format("{}/skiff~meta/groups/", ns); }
 

@@ -2,6 +2,7 @@
 #include "shard.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/core/hash.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/smp.hpp>
 #include <skiff/runtime/when_all.hpp>
@@ -14,14 +15,6 @@
 namespace skiff::broker {
 
 namespace {
-std::uint64_t fnv1a(std::string_view s) noexcept {
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 std::int64_t wall_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
@@ -32,12 +25,12 @@ std::int64_t wall_ms() {
 // over all of them; the topic hash staggers where each topic starts.
 unsigned partition_owner(std::string_view topic, std::int32_t partition, unsigned cores) noexcept {
     if (cores <= 1) return 0;
-    return static_cast<unsigned>((fnv1a(topic) + static_cast<std::uint64_t>(partition)) % cores);
+    return static_cast<unsigned>((fnv1a64(topic) + static_cast<std::uint64_t>(partition)) % cores);
 }
 
 unsigned group_owner(std::string_view group, unsigned cores) noexcept {
     if (cores <= 1) return 0;
-    return static_cast<unsigned>(fnv1a(group) % cores);
+    return static_cast<unsigned>(fnv1a64(group) % cores);
 }
 
 namespace {
@@ -149,6 +142,19 @@ runtime::task<void> broadcast(shard& sh0, std::shared_ptr<const catalog> snap) {
         co_await runtime::submit_to(c, [target, sp] { return apply_catalog(*target, *sp); });
     }
 }
+// Stores the topic's object, then installs the catalog with it on every core: a topic is
+// visible only once it is durable.
+runtime::task<admin_outcome> store_topic(shard& sh0, topic_info t) {
+    const std::string body = encode_topic(t);
+    auto put = co_await sh0.store->put(topic_key(sh0.cfg().ns, t.name), body, false, {});
+    if (!put) co_return admin_outcome{kerr::kafka_storage_error, put.error().message};
+    auto next = std::make_shared<catalog>(*sh0.cat);
+    std::string name = t.name;
+    next->topics[name] = std::move(t);
+    ++next->version;
+    co_await broadcast(sh0, next);
+    co_return admin_outcome{};
+}
 } // namespace
 
 runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int32_t partitions,
@@ -178,16 +184,9 @@ runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int
     t.partitions = partitions;
     t.configs = std::move(configs);
     t.created_ms = wall_ms();
-    const std::string body = encode_topic(t);
-    auto put = co_await sh0.store->put(topic_key(sh0.cfg().ns, name), body, false, {});
-    if (!put) co_return admin_outcome{kerr::kafka_storage_error, put.error().message};
-
-    auto next = std::make_shared<catalog>(*sh0.cat);
-    next->topics[name] = std::move(t);
-    ++next->version;
-    co_await broadcast(sh0, next);
-    log::info("created topic {} with {} partitions", name, partitions);
-    co_return admin_outcome{};
+    auto stored = co_await store_topic(sh0, std::move(t));
+    if (stored.error == kerr::none) log::info("created topic {} with {} partitions", name, partitions);
+    co_return stored;
 }
 
 runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name) {
@@ -228,15 +227,9 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
         if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
     }
     t.partitions = count;
-    const std::string body = encode_topic(t);
-    auto put = co_await sh0.store->put(topic_key(sh0.cfg().ns, name), body, false, {});
-    if (!put) co_return admin_outcome{kerr::kafka_storage_error, put.error().message};
-    auto next = std::make_shared<catalog>(*sh0.cat);
-    next->topics[name] = std::move(t);
-    ++next->version;
-    co_await broadcast(sh0, next);
-    log::info("topic {} now has {} partitions", name, count);
-    co_return admin_outcome{};
+    auto stored = co_await store_topic(sh0, std::move(t));
+    if (stored.error == kerr::none) log::info("topic {} now has {} partitions", name, count);
+    co_return stored;
 }
 
 // Producer ids are handed out from blocks; the end of the current block is stored before any
