@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `skiff s3 ...` against the SigV4-checking server (run through with-s3.sh).
+# `skiff s3 ...` and `skiff serve` start-up errors against the SigV4-checking server (run
+# through with-s3.sh).
 # Prints "N passed, N failed" and exits non-zero on any failure.
 set -u
 skiff=$1
@@ -41,6 +42,25 @@ out=$(err s3 get "not-a-url"); rc=$?
 check "bad url: usage error" bash -c "[ $rc -eq 2 ] && grep -q 'not an s3://' <<<'$out'"
 out=$(AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= HOME=$tmp "$skiff" s3 ls "s3://$S3_BUCKET/" 2>&1 >/dev/null); rc=$?
 check "no credentials: says so" bash -c "[ $rc -ne 0 ] && grep -qi 'credentials' <<<'$out'"
+
+# `skiff serve`: a bad flag or an unreachable store is one sentence and a non-zero exit.
+serve_err() { timeout 60 "$skiff" serve --kafka-addr 127.0.0.1:0 --http-addr off --data-dir "$tmp/data" "$@" 2>&1 >/dev/null; }
+# expect RC OUT RC_WANTED PATTERN: that exit status, exactly one line, matching PATTERN
+expect() { [ "$1" -eq "$3" ] && [ "$(wc -l <<<"$2")" -eq 1 ] && grep -q -- "$4" <<<"$2"; }
+out=$(serve_err --segment-bytes lots); rc=$?
+check "serve bad number: exit 2, one line naming the flag" expect $rc "$out" 2 "--segment-bytes"
+out=$(serve_err --no-such-flag); rc=$?
+check "serve unknown flag: exit 2, one line" expect $rc "$out" 2 "unknown flag --no-such-flag"
+out=$(serve_err --upload-mode sideways); rc=$?
+check "serve bad upload mode: exit 2" expect $rc "$out" 2 "parallel or sequential"
+out=$(SKIFF_DEFAULT_PARTITIONS=0 serve_err); rc=$?
+check "serve bad env value: exit 2 naming the flag" expect $rc "$out" 2 "--default-partitions"
+out=$(serve_err --s3-bucket "$S3_BUCKET" --s3-endpoint http://127.0.0.1:1 --s3-path-style); rc=$?
+check "serve unreachable store: exit 1, one line" expect $rc "$out" 1 "cannot read the store"
+out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-xyz serve_err --s3-bucket "$S3_BUCKET" --s3-path-style); rc=$?
+check "serve wrong secret: exit 1, says signature" expect $rc "$out" 1 "ignature"
+check "serve wrong secret: the secret is not printed" bash -c "! grep -q 'wrong-secret-xyz' <<<\"\$1\"" _ "$out"
+check "serve --help lists every flag of the issue" bash -c "h=\$('$skiff' serve --help); for f in kafka-addr advertised-addr http-addr data-dir s3-bucket s3-endpoint s3-region s3-path-style namespace upload-mode flush-linger-ms segment-bytes auto-create-topics default-partitions cores; do grep -q -- \"--\$f\" <<<\"\$h\" || exit 1; done"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
