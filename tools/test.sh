@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up and runs every test: installs what is missing (Debian packages), builds with g++
 # (warnings are errors), runs the unit and integration suites (the integration suite starts
-# the shared S3 test server and fault proxy itself), then builds the unit tests with clang
-# under AddressSanitizer + UndefinedBehaviorSanitizer and runs them again.
+# the shared S3 test server and fault proxy itself; the clients suite runs kcat,
+# confluent-kafka and kafkajs against `skiff serve`), then builds everything with clang under
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests and three client tests
+# (bad input, groups, durability) against the sanitized broker, then fuzzes for a bounded time.
 #   tools/test.sh            everything
 #   tools/test.sh --quick    the g++ build and its tests only
 set -euo pipefail
@@ -28,6 +30,12 @@ fi
 ninja -C build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --suite unit --print-errorlogs --num-processes "$jobs"
+# The broker itself under the sanitizers, driven by real clients and hostile bytes (a report
+# aborts the broker, and the tests check its exit status).
+for t in test_bad_input test_confluent test_durability; do
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    test/clients/$t.py --skiff build-asan/src/cli/skiff
+done
 
 # Fuzz the decoders that face untrusted bytes, for a bounded time (seeds from the repo).
 if [[ ! -f build-fuzz/build.ninja ]]; then

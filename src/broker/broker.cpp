@@ -169,7 +169,7 @@ runtime::task<std::string> load_groups(shard* sh) {
     const unsigned core = sh->core, cores = sh->shared->cores;
     std::string last;
     for (int attempt = 0; attempt < 5; ++attempt) {
-        if (attempt) co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));
+        if (attempt) (void)co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));
         auto r = co_await sh->groups->load([core, cores](std::string_view g) { return group_owner(g, cores) == core; });
         if (r) co_return std::string();
         last = r.error().message;
@@ -211,7 +211,7 @@ struct stop_signal {
 runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, serve_hooks* hooks) {
     broker_shared& shared = *sh->shared;
     // Wait for every core's shard.
-    while (su->registered.load() < shared.cores) co_await runtime::sleep(1ms);
+    while (su->registered.load() < shared.cores) (void)co_await runtime::sleep(1ms);
     if (su->failed) {
         co_await release_others(&shared);
         co_return;

@@ -134,7 +134,7 @@ runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std
             }
             if (chk.v == v::duplicate_pending && attempt < 2000) {
                 // The original is being appended right now: its outcome decides this answer.
-                co_await runtime::sleep(5ms);
+                (void)co_await runtime::sleep(5ms);
                 continue;
             }
             out.error = chk.v == v::stale_epoch ? kerr::invalid_producer_epoch
