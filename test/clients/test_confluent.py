@@ -13,7 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import broker  # noqa: E402
 from ckutil import (Consumer, KafkaError, KafkaException, TopicPartition, admin,  # noqa: E402
-                    consume_partitions, create_topic, produce_all, wait_partitions)
+                    consume_partitions, create_topic, produce_all, producer, wait_partitions)
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic  # noqa: E402
 
 
@@ -371,7 +371,51 @@ def test_admin(t):
     b.stop()
 
 
+def test_long_poll_wakes_on_commit(t):
+    """A consumer waiting in Fetch (fetch.wait.max.ms 10 s) on two partitions owned by two
+    different cores gets a record produced to either one well before its wait runs out: the
+    commit wakes the long poll across cores."""
+    b = t.broker()
+    topic = t.topic("poll")
+    create_topic(b, topic, 2)
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "poller", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 10000, "fetch.min.bytes": 1, "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+        p = producer(b)
+        p.produce(topic, value=b"warm-up", partition=0)   # connections and metadata first
+        p.flush(10)
+        deadline = time.monotonic() + 10
+        while True:
+            m = c.poll(0.2)
+            if m is not None and not m.error() and m.value() == b"warm-up":
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError("the warm-up record never arrived")
+        for part in (0, 1, 0, 1):
+            time.sleep(1.0)              # let the consumer settle into its long poll
+            sent = time.monotonic()
+            p.produce(topic, value=f"wake-{part}".encode(), partition=part)
+            p.flush(10)
+            while True:
+                m = c.poll(0.2)
+                if m is not None and not m.error():
+                    break
+                if time.monotonic() - sent > 8:
+                    raise AssertionError(f"partition {part}: record not delivered within 8 s "
+                                         f"(the 10 s long poll was not woken)")
+            waited = time.monotonic() - sent
+            if m.value() != f"wake-{part}".encode() or m.partition() != part:
+                raise AssertionError(f"got {m.value()!r} from partition {m.partition()}")
+            t.log(f"partition {part}: delivered {waited * 1000:.0f} ms after produce")
+            if waited > 2:
+                raise AssertionError(f"partition {part}: {waited:.1f} s from produce to delivery")
+    finally:
+        c.close()
+    b.stop()
+
+
 if __name__ == "__main__":
     broker.main([(test_group_rebalance, 240), (test_offsets_survive_restart, 180),
                  (test_offsets_survive_sigkill, 180), (test_idempotent_producer, 180),
-                 (test_admin, 180)])
+                 (test_admin, 180), (test_long_poll_wakes_on_commit, 120)])
