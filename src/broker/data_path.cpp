@@ -70,6 +70,59 @@ runtime::task<void> complete_when_durable(shard* sh, std::string topic, std::int
     }
 }
 
+// Rebuilds the partition's producer table from the batch headers of its last offsets (up to
+// `window` of them), so that a batch stored just before a crash and retried after it is
+// recognised as a duplicate. Runs once per opened partition, before its first idempotent
+// append; concurrent idempotent appends wait for it and then proceed in arrival order.
+runtime::task<void> load_producers(partition_slot* slot, std::string topic, std::int32_t partition) {
+    constexpr std::int64_t window = 50000;
+    auto& log = *slot->log;
+    const std::int64_t end = log.high_watermark();
+    std::int64_t pos = std::max(log.log_start_offset(), end - window);
+    std::size_t batches = 0;
+    while (pos < end) {
+        auto r = co_await log.read(pos, 4u << 20);
+        if (!r) {
+            log::warn("partition {}/{}: rebuilding idempotent-producer state stopped at offset {}: {}", topic,
+                      partition, pos, r.error().message);
+            break;
+        }
+        if (r->records.empty()) break;
+        std::span<const char> rest(r->records);
+        std::int64_t next = pos;
+        while (!rest.empty()) {
+            auto b = storage::parse_batch(rest, false);
+            if (!b) break;
+            if (b->producer_id >= 0 && b->next_offset() > pos) {
+                slot->producers.replay(b->producer_id, b->producer_epoch, b->base_sequence,
+                                       producer_table::next_seq(b->base_sequence, std::max(b->record_count, 1) - 1),
+                                       b->base_offset, b->last_offset(), now_ms());
+                ++batches;
+            }
+            next = b->next_offset();
+            rest = rest.subspan(b->size());
+        }
+        if (next <= pos) break;
+        pos = next;
+    }
+    if (batches) log::info("partition {}/{}: producer state rebuilt from {} batches", topic, partition, batches);
+}
+
+runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition) {
+    while (!slot->producers_loaded) {
+        if (auto sem = slot->producers_loading) {
+            auto u = co_await sem->acquire(1); // broken() when the load is done: wakes all, FIFO
+            continue;
+        }
+        auto sem = std::make_shared<runtime::semaphore>(0, "producers-load");
+        slot->producers_loading = sem;
+        co_await load_producers(slot, topic, partition);
+        slot->producers_loaded = true;
+        slot->producers_loading.reset();
+        sem->broken();
+    }
+}
+
 // Runs on the partition's core. No suspension before the append is issued when the
 // partition is open, so appends keep the order in which requests were read.
 runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std::int32_t partition,
@@ -112,6 +165,7 @@ runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std
         co_return out;
     }
     const bool idempotent = first->producer_id >= 0;
+    if (idempotent && !slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
     const std::int64_t pid = first->producer_id;
     const std::int16_t epoch = first->producer_epoch;
     const std::int32_t base_seq = first->base_sequence;

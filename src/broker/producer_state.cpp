@@ -78,6 +78,25 @@ void producer_table::abort(std::int64_t pid, std::int16_t epoch, std::int32_t ba
     if (bs.empty()) _producers.erase(it); // unknown again: its retry is accepted as new
 }
 
+void producer_table::replay(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq, std::int32_t last_seq,
+                            std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms) {
+    auto it = _producers.find(pid);
+    if (it == _producers.end()) {
+        if (_producers.size() >= _max) evict_one();
+        it = _producers.emplace(pid, producer{}).first;
+        it->second.epoch = epoch;
+    }
+    producer& p = it->second;
+    if (epoch < p.epoch) return;
+    if (epoch > p.epoch) {
+        p.epoch = epoch;
+        p.batches.clear();
+    }
+    p.last_used_ms = now_ms;
+    p.batches.push_back(batch{base_seq, last_seq, base_offset, last_offset, false});
+    while (p.batches.size() > kept_batches) p.batches.pop_front();
+}
+
 void producer_table::evict_one() {
     auto oldest = _producers.end();
     for (auto it = _producers.begin(); it != _producers.end(); ++it) {

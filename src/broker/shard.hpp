@@ -36,6 +36,10 @@ unsigned group_owner(std::string_view group, unsigned cores) noexcept;
 struct partition_slot {
     std::unique_ptr<storage::partition_log> log;
     producer_table producers;
+    // The producer table is rebuilt from the log's tail before the first idempotent append
+    // after the partition was opened; appends of idempotent producers wait for it (in order).
+    bool producers_loaded = false;
+    std::shared_ptr<runtime::semaphore> producers_loading;
 };
 
 struct shard;

@@ -172,10 +172,11 @@ def record(offset_delta, key, value):
     return varint(len(body)) + body
 
 
-def record_batch(records, corrupt=False):
+def record_batch(records, corrupt=False, producer_id=-1, epoch=-1, sequence=-1):
     ts = int(time.time() * 1000)
     recs = b"".join(record(i, k, v) for i, (k, v) in enumerate(records))
-    after_crc = struct.pack(">hiqqqhii", 0, len(records) - 1, ts, ts, -1, -1, -1, len(records)) + recs
+    after_crc = struct.pack(">hiqqqhii", 0, len(records) - 1, ts, ts, producer_id, epoch, sequence,
+                            len(records)) + recs
     crc = crc32c(after_crc)
     if corrupt:   # the stored CRC no longer matches: flip a bit of the last value byte
         after_crc = after_crc[:-2] + bytes([after_crc[-2] ^ 0x01]) + after_crc[-1:]

@@ -161,6 +161,49 @@ def test_sigkill_with_s3_faults(t):
                              "did not exercise the broker's retries")
 
 
+def test_idempotent_retry_across_restart(t):
+    """An idempotent producer's batch is stored, the broker restarts (SIGKILL, so nothing but the
+    store survives), and the producer sends the same batch again (its answer was lost): it must
+    be answered as a duplicate with the original offset and not be written twice. The broker
+    rebuilds its producer table from the log's batch headers."""
+    from test_bad_input import connect, parse_produce_response, produce_request, record_batch, recv_response
+    b = t.broker()
+    topic = t.topic("idem-restart")
+    create_topic(b, topic, 1)
+    pid = 4242
+
+    def send(batch, corr):
+        with connect(b) as s:
+            s.sendall(produce_request(7, corr, topic, 0, batch))
+            resp = recv_response(s, timeout=30)
+        if resp is None:
+            raise AssertionError("Produce: connection closed")
+        return parse_produce_response(7, resp)[1][0]
+
+    first = record_batch([(b"k0", b"v0"), (b"k1", b"v1")], producer_id=pid, epoch=0, sequence=0)
+    second = record_batch([(b"k2", b"v2")], producer_id=pid, epoch=0, sequence=2)
+    r1, r2 = send(first, 1), send(second, 2)
+    if (r1[2], r1[3], r2[2], r2[3]) != (0, 0, 0, 2):
+        raise AssertionError(f"first sends: {r1}, {r2}")
+    b.stop(signal.SIGKILL, expect_rc=None)
+    b.start()
+    # The retry of the last batch: a duplicate, answered with its original offset.
+    again = send(second, 3)
+    if again[2] != 0 or again[3] != 2:
+        raise AssertionError(f"the retried batch after a restart: error {again[2]}, base offset {again[3]} "
+                             f"(expected 0 and its original offset 2)")
+    # The next batch in sequence is accepted; one out of sequence is refused.
+    nxt = send(record_batch([(b"k3", b"v3")], producer_id=pid, epoch=0, sequence=3), 4)
+    gap = send(record_batch([(b"k9", b"v9")], producer_id=pid, epoch=0, sequence=9), 5)
+    if (nxt[2], nxt[3]) != (0, 3) or gap[2] != 45:
+        raise AssertionError(f"after the restart: next {nxt}, gap {gap} (expected offset 3, then error 45)")
+    out, highs = consume_partitions(b, topic, 1)
+    vals = [m.value() for m in out[0]]
+    if vals != [b"v0", b"v1", b"v2", b"v3"] or highs[0] != 4:
+        raise AssertionError(f"the log holds {vals} (high watermark {highs[0]})")
+    b.stop()
+
+
 if __name__ == "__main__":
     broker.main([(test_sigkill_mid_stream, 240), (test_sigterm_mid_stream, 240),
-                 (test_sigkill_with_s3_faults, 240, {"s3"})])
+                 (test_sigkill_with_s3_faults, 240, {"s3"}), (test_idempotent_retry_across_restart, 120)])

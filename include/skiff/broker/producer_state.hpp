@@ -9,9 +9,11 @@
 // pipelined requests of one producer (max.in.flight up to 5) are checked against each other
 // in arrival order, which is also the order the log appends them in.
 //
-// The table lives in memory only: after a broker restart a producer the partition does not
-// know is accepted at whatever sequence it sends (Kafka does the same for producers whose
-// state expired), so a retry that straddles a restart can duplicate.
+// After a restart the table is rebuilt from the batch headers at the end of the log (the
+// broker reads a window of recent offsets before the partition's first idempotent append), so
+// a retry of a batch that was stored just before a crash is still recognised. A producer
+// older than that window is accepted at whatever sequence it sends (Kafka does the same for
+// producers whose state expired).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,10 @@ public:
                   std::int64_t last_offset);
     // The reserved batch was not appended: forget it so the producer's retry is accepted.
     void abort(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq);
+    // Replays a batch found in the log (in offset order), as if it had been accepted and
+    // completed: rebuilds the table after a restart. Older epochs than known are ignored.
+    void replay(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq, std::int32_t last_seq,
+                std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms);
 
     std::size_t size() const noexcept { return _producers.size(); }
 

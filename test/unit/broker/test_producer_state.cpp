@@ -93,3 +93,25 @@ TEST_CASE("producer_table: the table is bounded; idle producers are evicted firs
     CHECK(t.check_and_reserve(0, 0, 0, 0, 21).v == v::accept);
     CHECK(t.check_and_reserve(2, 0, 0, 0, 21).v == v::duplicate);
 }
+
+TEST_CASE("producer_table: replaying the log's batches recognises a retry after a restart") {
+    producer_table t;
+    // The log held: producer 5 epoch 0, seqs 0-9 at 100-109, 10-19 at 110-119; producer 6 epoch
+    // 2 then 3 (a bump restarted its sequence).
+    t.replay(5, 0, 0, 9, 100, 109, 1);
+    t.replay(5, 0, 10, 19, 110, 119, 1);
+    t.replay(6, 2, 40, 49, 120, 129, 1);
+    t.replay(6, 3, 0, 4, 130, 134, 1);
+    t.replay(6, 2, 50, 59, 135, 144, 1); // an older epoch seen later is ignored
+
+    auto dup = t.check_and_reserve(5, 0, 10, 19, 2);
+    CHECK(dup.v == v::duplicate);
+    CHECK(dup.base_offset == 110);
+    CHECK(t.check_and_reserve(5, 0, 20, 29, 2).v == v::accept);
+    CHECK(t.check_and_reserve(5, 0, 35, 39, 2).v == v::out_of_order);
+    CHECK(t.check_and_reserve(6, 2, 60, 60, 2).v == v::stale_epoch);
+    auto dup6 = t.check_and_reserve(6, 3, 0, 4, 2);
+    CHECK(dup6.v == v::duplicate);
+    CHECK(dup6.base_offset == 130);
+    CHECK(t.check_and_reserve(6, 3, 5, 5, 2).v == v::accept);
+}
