@@ -192,6 +192,39 @@ runtime::task<void> drain_core(shard* sh) {
     co_await sh->background.close();
 }
 
+runtime::task<std::size_t> restored_count(shard* sh) { co_return sh->parts.size(); }
+
+runtime::task<void> reapply_catalog(shard* sh) { co_await apply_catalog(*sh, sh->cat); }
+
+// /ready's "partitions" flag follows what is actually restored: a partition whose restore
+// failed (store trouble at start-up) keeps the broker not ready, and is retried here every few
+// seconds (requests for it also retry on their own).
+runtime::task<void> readiness_loop(shard* sh0, metrics::service* obs) {
+    auto st = sh0->stop.get_token();
+    broker_shared& shared = *sh0->shared;
+    while (!st.stop_requested()) {
+        std::size_t total = 0, restored = 0;
+        auto snap = sh0->cat;
+        for (auto& [_, t] : snap->topics) total += static_cast<std::size_t>(t.partitions);
+        for (unsigned c = 0; c < shared.cores && !st.stop_requested(); ++c) {
+            shard* target = shared.shards[c];
+            restored += co_await runtime::submit_to(c, [target] { return restored_count(target); });
+        }
+        if (restored >= total) {
+            obs->set_ready_flag("partitions", true, std::to_string(total) + " partitions restored");
+        } else {
+            obs->set_ready_flag("partitions", false,
+                                std::to_string(restored) + " of " + std::to_string(total) +
+                                    " partitions restored; retrying the others");
+            for (unsigned c = 0; c < shared.cores && !st.stop_requested(); ++c) {
+                shard* target = shared.shards[c];
+                co_await runtime::submit_to(c, [target] { return reapply_catalog(target); });
+            }
+        }
+        (void)co_await runtime::sleep(std::chrono::seconds(2), st);
+    }
+}
+
 runtime::task<void> signal_done(shard* sh) {
     sh->done.signal(1);
     co_return;
@@ -295,7 +328,10 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
             shard* target = shared.shards[c];
             co_await runtime::submit_to(c, [target] { (void)target->background.spawn(accept_loop(target)); });
         }
-        obs.set_ready_flag("partitions", true, std::to_string(partitions) + " partitions restored");
+        if (http_srv) {
+            (void)http_gate.spawn(readiness_loop(sh, &obs)); // sets the "partitions" flag
+        }
+        (void)partitions;
         log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", bound->to_string(),
                   shared.cores, sh->store->describe(), sh->cfg().ns, snap->topics.size(),
                   http_bound.empty() ? std::string() : ", metrics on http://" + http_bound);

@@ -9,6 +9,8 @@ of them or in the broker's log.
 import json
 import os
 import sys
+import urllib.error
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -106,5 +108,47 @@ def test_metrics_move(t):
             assert secret not in f.read(), "secret in the broker log"
 
 
+def proxy(path, method="GET"):
+    url = os.environ["S3_PROXY_ENDPOINT"] + path
+    with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10) as r:
+        return json.load(r)
+
+
+def get_any(b, path):
+    """(status, body) also for 4xx/5xx answers."""
+    try:
+        return get(b, path)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_ready_follows_restore(t):
+    """A partition whose restore fails at start-up (its LIST fails at the S3 fault proxy) keeps
+    /ready at 503 naming it; once S3 answers again the broker restores it by itself and /ready
+    turns 200, and the data is there."""
+    if not os.environ.get("S3_PROXY_ENDPOINT"):
+        raise AssertionError("S3_PROXY_ENDPOINT is not set: run through with-s3.sh")
+    b = t.broker(s3_endpoint=os.environ["S3_PROXY_ENDPOINT"])
+    topic = t.topic("ready")
+    ckutil.create_topic(b, topic, 1)
+    ckutil.produce_all(b, topic, [(0, b"k", b"before the restart", None)])
+    b.stop()
+    proxy("/__proxy/reset", "POST")
+    match = urllib.parse.quote(f"list-type=2.*{topic}")
+    proxy(f"/__proxy/config?fail-rate=1&fail-mode=500&fail-match={match}", "POST")
+    try:
+        b.start(timeout=90)
+        status, body = get_any(b, "/ready")
+        if status != 503 or "0 of 1 partitions restored" not in body:
+            raise AssertionError(f"/ready with the partition's restore failing: {status} {body}")
+    finally:
+        proxy("/__proxy/config?fail-rate=0", "POST")
+    broker.wait_until(lambda: get_any(b, "/ready")[0] == 200, 30, "/ready to turn 200 after S3 recovered")
+    got, _ = ckutil.consume_partitions(b, topic, 1)
+    if [m.value() for m in got[0]] != [b"before the restart"]:
+        raise AssertionError(f"after recovery the partition holds {[m.value() for m in got[0]]}")
+    b.stop()
+
+
 if __name__ == "__main__":
-    broker.main([(test_metrics_move, 180)])
+    broker.main([(test_metrics_move, 180), (test_ready_follows_restore, 240, {"s3"})])
