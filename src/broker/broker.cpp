@@ -289,8 +289,6 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         co_return;
     }
     auto snap = std::make_shared<const catalog>(std::move(*cat));
-    std::size_t partitions = 0;
-    for (auto& [_, t] : snap->topics) partitions += static_cast<std::size_t>(t.partitions);
     for (unsigned c = 0; c < shared.cores && !su->failed; ++c) {
         shard* target = shared.shards[c];
         auto err = co_await runtime::submit_to(c, [target] { return load_groups(target); });
@@ -331,7 +329,6 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         if (http_srv) {
             (void)http_gate.spawn(readiness_loop(sh, &obs)); // sets the "partitions" flag
         }
-        (void)partitions;
         log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", bound->to_string(),
                   shared.cores, sh->store->describe(), sh->cfg().ns, snap->topics.size(),
                   http_bound.empty() ? std::string() : ", metrics on http://" + http_bound);

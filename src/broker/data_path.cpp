@@ -10,6 +10,7 @@
 #include <skiff/storage/record_batch.hpp>
 
 #include <chrono>
+#include <functional>
 
 namespace skiff::broker {
 
@@ -21,6 +22,55 @@ std::uint64_t now_ms() {
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
             .count());
+}
+
+// The owning core's partition, or the Kafka error a request for it gets: unknown partition,
+// or a restore that failed (retriable; NOT_LEADER while shutting down). Completes without
+// suspending when the partition is open, which the produce ordering relies on.
+struct owned_partition {
+    partition_slot* slot = nullptr;
+    std::int16_t error = kerr::none;
+    std::string message;
+};
+
+runtime::task<owned_partition> find_owned(shard* sh, std::string topic, std::int32_t partition) {
+    owned_partition out;
+    auto r = co_await local_partition(*sh, std::move(topic), partition);
+    if (!r) {
+        out.error = r.error().code == storage::errc::cancelled ? kerr::not_leader_or_follower
+                                                               : kerr::leader_not_available;
+        out.message = r.error().message;
+    } else if (!*r) {
+        out.error = kerr::unknown_topic_or_partition;
+    } else {
+        out.slot = *r;
+    }
+    co_return out;
+}
+
+// Calls visit(batch) for the committed batches from offset `from` on, in order, until it
+// returns false or the high watermark is reached. A read returns whole batches, so the first
+// one may start before `from`. Fails only if a read fails.
+runtime::task<result<void, storage::store_error>> walk_log(storage::partition_log& log, std::int64_t from,
+                                                           std::function<bool(const storage::batch_view&)> visit) {
+    std::int64_t pos = from;
+    while (pos < log.high_watermark()) {
+        auto r = co_await log.read(pos, 4u << 20);
+        if (!r) co_return failure{r.error()};
+        if (r->records.empty()) break;
+        std::span<const char> rest(r->records);
+        std::int64_t next = pos;
+        while (!rest.empty()) {
+            auto b = storage::parse_batch(rest, false);
+            if (!b) break;
+            if (!visit(*b)) co_return ok();
+            next = b->next_offset();
+            rest = rest.subspan(b->size());
+        }
+        if (next <= pos) break;
+        pos = next;
+    }
+    co_return ok();
 }
 
 // ---- Produce ------------------------------------------------------------------------------
@@ -76,34 +126,20 @@ runtime::task<void> complete_when_durable(shard* sh, std::string topic, std::int
 // append; concurrent idempotent appends wait for it and then proceed in arrival order.
 runtime::task<void> load_producers(partition_slot* slot, std::string topic, std::int32_t partition) {
     constexpr std::int64_t window = 50000;
-    auto& log = *slot->log;
-    const std::int64_t end = log.high_watermark();
-    std::int64_t pos = std::max(log.log_start_offset(), end - window);
+    const std::int64_t from = std::max(slot->log->log_start_offset(), slot->log->high_watermark() - window);
     std::size_t batches = 0;
-    while (pos < end) {
-        auto r = co_await log.read(pos, 4u << 20);
-        if (!r) {
-            log::warn("partition {}/{}: rebuilding idempotent-producer state stopped at offset {}: {}", topic,
-                      partition, pos, r.error().message);
-            break;
+    auto walked = co_await walk_log(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
+        if (b.producer_id >= 0) {
+            slot->producers.replay(b.producer_id, b.producer_epoch, b.base_sequence,
+                                   producer_table::next_seq(b.base_sequence, std::max(b.record_count, 1) - 1),
+                                   b.base_offset, b.last_offset(), now_ms());
+            ++batches;
         }
-        if (r->records.empty()) break;
-        std::span<const char> rest(r->records);
-        std::int64_t next = pos;
-        while (!rest.empty()) {
-            auto b = storage::parse_batch(rest, false);
-            if (!b) break;
-            if (b->producer_id >= 0 && b->next_offset() > pos) {
-                slot->producers.replay(b->producer_id, b->producer_epoch, b->base_sequence,
-                                       producer_table::next_seq(b->base_sequence, std::max(b->record_count, 1) - 1),
-                                       b->base_offset, b->last_offset(), now_ms());
-                ++batches;
-            }
-            next = b->next_offset();
-            rest = rest.subspan(b->size());
-        }
-        if (next <= pos) break;
-        pos = next;
+        return true;
+    });
+    if (!walked) {
+        log::warn("partition {}/{}: rebuilding idempotent-producer state stopped early: {}", topic, partition,
+                  walked.error().message);
     }
     if (batches) log::info("partition {}/{}: producer state rebuilt from {} batches", topic, partition, batches);
 }
@@ -128,18 +164,13 @@ runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string to
 runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std::int32_t partition,
                                                std::span<const char> records, std::int16_t acks) {
     produce_outcome out;
-    auto slot_r = co_await local_partition(*sh, topic, partition);
-    if (!slot_r) {
-        out.error = slot_r.error().code == storage::errc::cancelled ? kerr::not_leader_or_follower
-                                                                    : kerr::leader_not_available;
-        out.message = slot_r.error().message;
+    auto owned = co_await find_owned(sh, topic, partition);
+    if (!owned.slot) {
+        out.error = owned.error;
+        out.message = std::move(owned.message);
         co_return out;
     }
-    partition_slot* slot = *slot_r;
-    if (!slot) {
-        out.error = kerr::unknown_topic_or_partition;
-        co_return out;
-    }
+    partition_slot* slot = owned.slot;
     auto& log = *slot->log;
     out.log_start_offset = log.log_start_offset();
     const auto mode = acks == -1 ? storage::ack_mode::durable
@@ -264,7 +295,6 @@ runtime::task<std::string> handle_produce(request_ctx ctx, kafka::ProduceRequest
     };
     std::vector<where> issued;
     std::vector<runtime::task<produce_outcome>> work;
-    static const std::string empty;
     for (std::size_t ti = 0; ti < req.topic_data.size(); ++ti) {
         auto& td = req.topic_data[ti];
         kafka::ProduceResponse::TopicProduceResponse tr;
@@ -326,16 +356,12 @@ struct read_outcome {
 runtime::task<read_outcome> read_on_owner(shard* sh, std::string topic, std::int32_t partition, std::int64_t offset,
                                           std::size_t max_bytes) {
     read_outcome out;
-    auto slot_r = co_await local_partition(*sh, topic, partition);
-    if (!slot_r) {
-        out.error = kerr::leader_not_available;
+    auto owned = co_await find_owned(sh, topic, partition);
+    if (!owned.slot) {
+        out.error = owned.error;
         co_return out;
     }
-    if (!*slot_r) {
-        out.error = kerr::unknown_topic_or_partition;
-        co_return out;
-    }
-    auto& log = *(*slot_r)->log;
+    auto& log = *owned.slot->log;
     out.high_watermark = log.high_watermark();
     out.log_start_offset = log.log_start_offset();
     if (max_bytes == 0 || offset == out.high_watermark) co_return out;
@@ -374,9 +400,9 @@ struct wait_any {
 
 runtime::task<bool> wait_on_owner(shard* sh, std::string topic, std::int32_t partition, std::int64_t offset,
                                   std::chrono::milliseconds timeout, std::shared_ptr<std::stop_source> ss) {
-    auto slot = co_await local_partition(*sh, std::move(topic), partition);
-    if (!slot || !*slot) co_return false;
-    co_return co_await(*slot)->log->wait_for_data(offset, timeout, ss->get_token());
+    auto owned = co_await find_owned(sh, std::move(topic), partition);
+    if (!owned.slot) co_return false;
+    co_return co_await owned.slot->log->wait_for_data(offset, timeout, ss->get_token());
 }
 
 runtime::task<void> remote_wait(std::shared_ptr<wait_any> w, unsigned owner, shard* target, std::string topic,
@@ -485,18 +511,8 @@ runtime::task<std::string> handle_fetch(request_ctx ctx, kafka::FetchRequest req
                 ss->request_stop();
             }
         }
-        // Loop: read again, then answer whatever is there if the wait ran out.
-        if (std::chrono::steady_clock::now() - started >= max_wait) {
-            std::vector<runtime::task<read_outcome>> again;
-            for (auto& it : items) {
-                again.push_back(
-                    read_partition(&ctx.sh, it.name, it.index, it.offset, std::min(it.max_bytes, response_max)));
-            }
-            auto last = co_await runtime::when_all(std::move(again));
-            got.clear();
-            for (auto& s : last) got.push_back(std::move(s));
-            break;
-        }
+        // Read again: the loop answers what is there now, or waits on if it is still too little
+        // and time remains.
     }
 
     // The response's byte budget: partitions in request order; the first one with data is
@@ -543,61 +559,39 @@ struct offset_outcome {
 // walks the log from its start; batches whose max timestamp is below ts are skipped whole.
 runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::int64_t ts) {
     offset_outcome out;
-    std::int64_t pos = log.log_start_offset();
-    while (pos < log.high_watermark()) {
-        auto r = co_await log.read(pos, 1 << 20);
-        if (!r) {
-            out.error = kerr::kafka_storage_error;
-            co_return out;
-        }
-        if (r->records.empty()) break;
-        std::span<const char> rest(r->records);
-        std::int64_t next = pos;
-        while (!rest.empty()) {
-            auto b = storage::parse_batch(rest, false);
-            if (!b) break;
-            if (b->next_offset() > pos && b->max_timestamp >= ts) {
-                std::int64_t found = std::max(b->base_offset, pos);
-                std::int64_t found_ts = b->max_timestamp;
-                if (!b->is_compressed()) {
-                    if (auto recs = storage::parse_records(*b)) {
-                        for (auto& rec : *recs) {
-                            const std::int64_t t = b->base_timestamp + rec.timestamp_delta;
-                            const std::int64_t o = b->base_offset + rec.offset_delta;
-                            if (o >= pos && t >= ts) {
-                                found = o;
-                                found_ts = t;
-                                break;
-                            }
-                        }
+    const std::int64_t start = log.log_start_offset();
+    auto walked = co_await walk_log(log, start, [&out, ts, start](const storage::batch_view& b) {
+        if (b.next_offset() <= start || b.max_timestamp < ts) return true;
+        out.offset = std::max(b.base_offset, start);
+        out.timestamp = b.max_timestamp;
+        if (!b.is_compressed()) {
+            if (auto recs = storage::parse_records(b)) {
+                for (auto& rec : *recs) {
+                    const std::int64_t t = b.base_timestamp + rec.timestamp_delta;
+                    const std::int64_t o = b.base_offset + rec.offset_delta;
+                    if (o >= start && t >= ts) {
+                        out.offset = o;
+                        out.timestamp = t;
+                        break;
                     }
                 }
-                out.offset = found;
-                out.timestamp = found_ts;
-                co_return out;
             }
-            next = b->next_offset();
-            rest = rest.subspan(b->size());
         }
-        if (next <= pos) break;
-        pos = next;
-    }
-    co_return out; // none: offset -1, as Kafka answers
+        return false;
+    });
+    if (!walked) out = offset_outcome{kerr::kafka_storage_error, -1, -1};
+    co_return out; // none found: offset -1, as Kafka answers
 }
 
 runtime::task<offset_outcome> list_offset_on_owner(shard* sh, std::string topic, std::int32_t partition,
                                                    std::int64_t ts) {
     offset_outcome out;
-    auto slot_r = co_await local_partition(*sh, topic, partition);
-    if (!slot_r) {
-        out.error = kerr::leader_not_available;
+    auto owned = co_await find_owned(sh, topic, partition);
+    if (!owned.slot) {
+        out.error = owned.error;
         co_return out;
     }
-    if (!*slot_r) {
-        out.error = kerr::unknown_topic_or_partition;
-        co_return out;
-    }
-    auto& log = *(*slot_r)->log;
+    auto& log = *owned.slot->log;
     if (ts == -2) {
         out.offset = log.log_start_offset();
     } else if (ts == -1) {

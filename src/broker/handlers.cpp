@@ -66,6 +66,24 @@ std::string api_versions(const request_ctx& ctx, bool unsupported) {
     return respond(r, ctx);
 }
 
+// A topic's configs as reported (CreateTopics v5+, DescribeConfigs): every known config, the
+// value set at creation or else Kafka's default.
+struct effective_config {
+    std::string_view name;
+    std::string value;
+    bool custom = false; // set at creation (DYNAMIC_TOPIC_CONFIG) rather than DEFAULT_CONFIG
+};
+std::vector<effective_config> effective_configs(const topic_info& t) {
+    std::vector<effective_config> out;
+    for (auto& d : topic_config_defaults()) {
+        auto it = t.configs.find(std::string(d.name));
+        const bool custom = it != t.configs.end();
+        out.push_back(effective_config{d.name, custom ? it->second : std::string(d.value), custom});
+    }
+    return out;
+}
+constexpr std::int8_t dynamic_topic_config = 1, static_broker_config = 4, default_config = 5;
+
 // ---- Metadata -------------------------------------------------------------------------
 
 kafka::MetadataResponse::MetadataResponseTopic describe_topic(const topic_info& t, const request_ctx& ctx) {
@@ -193,19 +211,18 @@ runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTo
         if (res.error_code == kerr::none) {
             res.num_partitions = parts;
             res.replication_factor = 1;
-            if (auto* info = ctx.sh.cat->find(t.name)) res.topic_id = info->id;
-            std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> cfgs;
-            const topic_info* info = ctx.sh.cat->find(t.name);
-            for (auto& d : topic_config_defaults()) {
-                kafka::CreateTopicsResponse::CreatableTopicConfigs c;
-                c.name = std::string(d.name);
-                auto set = info ? info->configs.find(c.name) : decltype(info->configs.end()){};
-                const bool custom = info && set != info->configs.end();
-                c.value = custom ? set->second : std::string(d.value);
-                c.config_source = custom ? 1 : 5; // DYNAMIC_TOPIC_CONFIG : DEFAULT_CONFIG
-                cfgs.push_back(std::move(c));
+            if (const topic_info* info = ctx.sh.cat->find(t.name)) { // absent for validate_only
+                res.topic_id = info->id;
+                std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> cfgs;
+                for (auto& e : effective_configs(*info)) {
+                    kafka::CreateTopicsResponse::CreatableTopicConfigs c;
+                    c.name = std::string(e.name);
+                    c.value = std::move(e.value);
+                    c.config_source = e.custom ? dynamic_topic_config : default_config;
+                    cfgs.push_back(std::move(c));
+                }
+                res.configs = std::move(cfgs);
             }
-            res.configs = std::move(cfgs);
         } else {
             res.num_partitions = -1;
             res.replication_factor = -1;
@@ -304,13 +321,9 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
                 out.error_code = kerr::unknown_topic_or_partition;
                 out.error_message = "topic '" + res.resource_name + "' does not exist";
             } else {
-                for (auto& d : topic_config_defaults()) {
-                    auto it = t->configs.find(std::string(d.name));
-                    if (it != t->configs.end()) {
-                        add(std::string(d.name), it->second, false, 1, false); // DYNAMIC_TOPIC_CONFIG
-                    } else {
-                        add(std::string(d.name), std::string(d.value), true, 5, false); // DEFAULT_CONFIG
-                    }
+                for (auto& e : effective_configs(*t)) {
+                    add(std::string(e.name), std::move(e.value), !e.custom,
+                        e.custom ? dynamic_topic_config : default_config, false);
                 }
             }
         } else if (res.resource_type == broker_resource) {
@@ -319,14 +332,14 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
                 out.error_code = kerr::invalid_request;
                 out.error_message = "broker " + res.resource_name + " is not this broker";
             } else {
-                constexpr std::int8_t static_broker = 4;
+                constexpr std::int8_t static_broker = static_broker_config;
                 add("broker.id", std::to_string(cfg.node_id), false, static_broker, true);
                 add("auto.create.topics.enable", cfg.auto_create_topics ? "true" : "false", false, static_broker, true);
                 add("num.partitions", std::to_string(cfg.default_partitions), false, static_broker, true);
                 add("socket.request.max.bytes", std::to_string(cfg.max_frame_bytes), false, static_broker, true);
                 add("segment.bytes", std::to_string(cfg.log.segment_bytes), false, static_broker, true);
-                add("default.replication.factor", "1", true, 5, true);
-                add("offsets.topic.replication.factor", "1", true, 5, true);
+                add("default.replication.factor", "1", true, default_config, true);
+                add("offsets.topic.replication.factor", "1", true, default_config, true);
             }
         } else {
             out.error_code = kerr::invalid_request;
@@ -360,37 +373,33 @@ std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeCluste
 // ---- coordinators and producer ids ------------------------------------------------------
 
 std::string find_coordinator(const request_ctx& ctx, const kafka::FindCoordinatorRequest& req) {
-    kafka::FindCoordinatorResponse r;
-    auto [host, port] = advertised(ctx);
-    const std::int32_t node = ctx.sh.cfg().node_id;
+    // This broker coordinates every group; transactions have no coordinator. v0-3 answer one
+    // key in the top-level fields, v4+ a list.
+    kafka::FindCoordinatorResponse::Coordinator answer;
     constexpr std::int8_t group_key = 0;
-    if (ctx.version < 4) {
-        if (req.key_type != group_key) {
-            r.error_code = kerr::coordinator_not_available;
-            r.error_message = "transactions are not supported";
-            r.node_id = -1;
-            r.port = -1;
-        } else {
-            r.node_id = node;
-            r.host = host;
-            r.port = port;
-        }
-        return respond(r, ctx);
+    if (req.key_type != group_key) {
+        answer.error_code = kerr::coordinator_not_available;
+        answer.error_message = "transactions are not supported";
+        answer.node_id = -1;
+        answer.port = -1;
+    } else {
+        auto [host, port] = advertised(ctx);
+        answer.node_id = ctx.sh.cfg().node_id;
+        answer.host = host;
+        answer.port = port;
     }
-    for (auto& k : req.coordinator_keys) {
-        kafka::FindCoordinatorResponse::Coordinator c;
-        c.key = k;
-        if (req.key_type != group_key) {
-            c.error_code = kerr::coordinator_not_available;
-            c.error_message = "transactions are not supported";
-            c.node_id = -1;
-            c.port = -1;
-        } else {
-            c.node_id = node;
-            c.host = host;
-            c.port = port;
+    kafka::FindCoordinatorResponse r;
+    if (ctx.version < 4) {
+        r.error_code = answer.error_code;
+        r.error_message = answer.error_message;
+        r.node_id = answer.node_id;
+        r.host = answer.host;
+        r.port = answer.port;
+    } else {
+        for (auto& k : req.coordinator_keys) {
+            r.coordinators.push_back(answer);
+            r.coordinators.back().key = k;
         }
-        r.coordinators.push_back(std::move(c));
     }
     return respond(r, ctx);
 }

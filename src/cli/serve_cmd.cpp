@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -107,6 +108,7 @@ std::optional<std::int64_t> parse_int(std::string_view v) {
 
 struct settings {
     std::map<std::string, std::string, std::less<>> values; // flag name -> raw value
+    std::set<std::string, std::less<>> on_command_line;     // (the rest came from SKIFF_*)
 };
 
 // The first error, as one sentence.
@@ -143,6 +145,7 @@ std::optional<std::string> collect(const std::vector<std::string>& args, setting
             }
         }
         s.values[f->name] = *value;
+        s.on_command_line.insert(f->name);
     }
     return std::nullopt;
 }
@@ -242,8 +245,12 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
         auto c = make_s3_config(f);
         if (!c) return failure{c.error()};
         cfg.s3 = std::move(*c);
-    } else if (text("s3-endpoint") && s.values.count("s3-endpoint") && !std::getenv("SKIFF_S3_ENDPOINT")) {
-        return failure{std::string("--s3-endpoint needs --s3-bucket")};
+    } else {
+        // S3 settings on the command line without a bucket are a mistake (the broker would
+        // quietly use the local directory); in the environment they may be meant for `skiff s3`.
+        for (const char* f : {"s3-endpoint", "s3-region", "s3-path-style"}) {
+            if (s.on_command_line.count(f)) return failure{"--" + std::string(f) + " needs --s3-bucket"};
+        }
     }
     return cfg;
 }

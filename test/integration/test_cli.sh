@@ -51,6 +51,8 @@ out=$(serve_err --segment-bytes lots); rc=$?
 check "serve bad number: exit 2, one line naming the flag" expect $rc "$out" 2 "--segment-bytes"
 out=$(serve_err --no-such-flag); rc=$?
 check "serve unknown flag: exit 2, one line" expect $rc "$out" 2 "unknown flag --no-such-flag"
+out=$(serve_err --s3-endpoint http://127.0.0.1:1); rc=$?
+check "serve S3 flag without a bucket: exit 2" expect $rc "$out" 2 "needs --s3-bucket"
 out=$(serve_err --upload-mode sideways); rc=$?
 check "serve bad upload mode: exit 2" expect $rc "$out" 2 "parallel or sequential"
 out=$(SKIFF_DEFAULT_PARTITIONS=0 serve_err); rc=$?
