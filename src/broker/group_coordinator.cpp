@@ -20,6 +20,7 @@
 // committed offsets come back. No group.max.size limit. Offsets never expire (Kafka's
 // offsets.retention.minutes); they go with DeleteGroups.
 #include <skiff/core/hash.hpp>
+#include <skiff/core/ascii.hpp>
 #include <skiff/broker/group_coordinator.hpp>
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/core/base64.hpp>
@@ -63,15 +64,6 @@ std::string_view state_name(gstate s) noexcept {
     case gstate::dead: return "Dead";
     }
     return "Dead";
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
 }
 
 // A result one coroutine waits for and a state transition provides. The waiter is resumed on a

@@ -4,6 +4,7 @@
 #include <skiff/core/form_decode.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/http/server.hpp>
+#include <skiff/core/ascii.hpp>
 #include <skiff/runtime/errc.hpp>
 #include <skiff/runtime/gate.hpp>
 #include <skiff/runtime/reactor.hpp>
@@ -57,13 +58,6 @@ std::string to_lower(std::string_view s) {
     std::string out(s);
     for (auto& c : out) c = lower(c);
     return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (lower(a[i]) != lower(b[i])) return false;
-    return true;
 }
 
 std::string_view trim(std::string_view s) noexcept {

@@ -1,4 +1,5 @@
 #include "transfer.hpp"
+#include <skiff/core/ascii.hpp>
 
 #include <fmt/format.h>
 
@@ -28,15 +29,6 @@ std::string_view trim(std::string_view s) noexcept {
     if (b == std::string_view::npos) return {};
     const auto e = s.find_last_not_of(whitespace);
     return s.substr(b, e - b + 1);
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
 }
 
 bool has_header(const header_list& h, std::string_view name) {

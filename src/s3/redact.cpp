@@ -1,4 +1,5 @@
 #include <skiff/s3/redact.hpp>
+#include <skiff/core/ascii.hpp>
 
 #include <skiff/s3/uri.hpp>
 
@@ -9,15 +10,6 @@
 namespace skiff::s3 {
 
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
-}
 
 bool istarts_with(std::string_view s, std::string_view prefix) {
     return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
