@@ -33,4 +33,16 @@ std::string form_decode(std::string_view s) {
     return std::move(*r); // bad_escape::keep never fails
 }
 
+std::optional<std::string> form_value(std::string_view query, std::string_view name) {
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        const std::string_view part = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        const auto eq = part.find('=');
+        if (form_decode(part.substr(0, eq)) != name) continue;
+        return eq == std::string_view::npos ? std::string{} : form_decode(part.substr(eq + 1));
+    }
+    return std::nullopt;
+}
+
 } // namespace skiff

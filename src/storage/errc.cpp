@@ -1,6 +1,8 @@
 // storage::errc as a std::error_category, and the key grammar shared by every object store.
 #include <skiff/storage/object_store.hpp>
 
+#include <skiff/core/printable.hpp>
+
 #include <fmt/format.h>
 
 #include <string>
@@ -40,17 +42,6 @@ public:
         return fmt::format("unknown skiff.storage error {}", ev);
     }
 };
-
-// Keys go into messages; keep them bounded and free of control characters.
-std::string printable(std::string_view s) {
-    std::string out;
-    for (char c : s.substr(0, 200)) {
-        const auto u = static_cast<unsigned char>(c);
-        out += (u < 0x20 || u == 0x7f) ? '?' : c;
-    }
-    if (s.size() > 200) out += "...";
-    return out;
-}
 
 } // namespace
 

@@ -10,6 +10,7 @@
 #include <skiff/core/result.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,5 +33,9 @@ result<std::string, std::size_t> percent_decode(std::string_view s, plus_sign pl
 
 // application/x-www-form-urlencoded, read leniently: '+' is a space, a malformed escape stays.
 std::string form_decode(std::string_view s);
+
+// The form-decoded value of the first `name=value` pair named `name` in a query string
+// ("a=1&b=2", without the '?'); "" for a bare `name`; nullopt when the name is absent.
+std::optional<std::string> form_value(std::string_view query, std::string_view name);
 
 } // namespace skiff

@@ -44,3 +44,12 @@ TEST_CASE("hex_digit_value", "[core][percent]") {
     CHECK(hex_digit_value('g') == -1);
     CHECK(hex_digit_value('/') == -1);
 }
+
+TEST_CASE("form_value: first pair of that name, decoded", "[core][percent]") {
+    CHECK(form_value("a=1&b=x+y%21&b=2", "b") == "x y!");
+    CHECK(form_value("a=1&flag&c=3", "flag") == "");
+    CHECK(form_value("a%20b=1", "a b") == "1");
+    CHECK_FALSE(form_value("a=1&bb=2", "b"));
+    CHECK_FALSE(form_value("", "a"));
+    CHECK(form_value("&&a=1", "a") == "1");
+}
