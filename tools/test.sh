@@ -17,6 +17,7 @@ if [[ ! -f build/build.ninja ]]; then
   meson setup build --werror -Dbuildtype=debugoptimized >/dev/null
 fi
 ninja -C build -j "$jobs"
+ninja -C build -j "$jobs" checkheaders   # every public header compiles on its own
 meson test -C build --print-errorlogs --num-processes "$jobs"
 
 if [[ "${1:-}" == "--quick" ]]; then exit 0; fi

@@ -4,6 +4,7 @@
 #include "s3_config.hpp"
 
 #include <skiff/core/log.hpp>
+#include <skiff/core/parse_int.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/s3/client.hpp>
 
@@ -65,10 +66,7 @@ std::optional<s3_url> parse_s3_url(const std::string& u) {
 std::optional<s3::byte_range> parse_range(const std::string& r) {
     auto dash = r.find('-');
     if (dash == std::string::npos) return std::nullopt;
-    auto num = [](const std::string& s) -> std::optional<std::uint64_t> {
-        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 19) return std::nullopt;
-        return std::stoull(s);
-    };
+    auto num = [](const std::string& s) { return parse_u64(s); };
     std::string a = r.substr(0, dash), b = r.substr(dash + 1);
     if (a.empty()) {
         auto n = num(b);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -29,36 +30,58 @@ namespace {
 
 enum class kind { text, number, boolean };
 
+using defaults_fn = std::string (*)(const broker::broker_config&);
+
 struct flag {
     const char* name; // without "--"
     kind k;
     const char* meta;
     const char* help;
+    // The default shown by --help, read from a default-constructed broker_config so the text
+    // cannot drift from what the broker does; null where the help sentence says it.
+    defaults_fn default_of = nullptr;
 };
 
-constexpr flag flags[] = {
-    {"kafka-addr", kind::text, "HOST:PORT", "Kafka listener (default 0.0.0.0:9092)"},
+std::string ms(std::chrono::milliseconds v) { return std::to_string(v.count()); }
+std::string yes_no(bool v) { return v ? "true" : "false"; }
+std::string quoted(const std::string& v) { return "\"" + v + "\""; }
+
+using cfg_t = broker::broker_config;
+const flag flags[] = {
+    {"kafka-addr", kind::text, "HOST:PORT", "Kafka listener", [](const cfg_t& c) { return c.kafka_addr; }},
     {"advertised-addr", kind::text, "HOST:PORT",
      "address put in Metadata (default: the address each client connected to)"},
-    {"http-addr", kind::text, "HOST:PORT", "metrics/traces/health endpoint (default 127.0.0.1:9644; \"off\" disables)"},
-    {"data-dir", kind::text, "DIR", "local directory store, the embedded default (default ./skiff-data)"},
+    {"http-addr", kind::text, "HOST:PORT", "metrics/traces/health endpoint (\"off\" disables)",
+     [](const cfg_t& c) { return c.http_addr; }},
+    {"data-dir", kind::text, "DIR", "local directory store, the embedded default",
+     [](const cfg_t& c) { return c.data_dir; }},
     {"s3-bucket", kind::text, "BUCKET[/PREFIX]", "keep the log in S3 instead of --data-dir"},
     {"s3-endpoint", kind::text, "URL", "S3 endpoint (also AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)"},
     {"s3-region", kind::text, "NAME", "S3 region (also AWS_REGION, AWS_DEFAULT_REGION; default us-east-1)"},
     {"s3-path-style", kind::boolean, "", "path-style S3 addressing (automatic for IP endpoints)"},
-    {"namespace", kind::text, "NS", "namespace (key prefix) in the store (default \"default\")"},
-    {"upload-mode", kind::text, "parallel|sequential",
-     "upload a segment and its index together (default) or one after the other"},
-    {"flush-linger-ms", kind::number, "MS", "wait this long for more data after an acks=all produce (default 2)"},
-    {"flush-interval-ms", kind::number, "MS", "flush buffered data at least this often (default 100)"},
-    {"segment-bytes", kind::number, "N", "flush when a partition buffers this much (default 4194304)"},
-    {"max-inflight-flushes", kind::number, "N", "segments of one partition uploading at once (default 4)"},
-    {"auto-create-topics", kind::boolean, "", "create topics on first Metadata request (default true)"},
-    {"default-partitions", kind::number, "N", "partitions of auto-created topics (default 1)"},
-    {"cores", kind::number, "N", "reactor threads, one per core (default: all cores)"},
-    {"max-frame-bytes", kind::number, "N", "largest request accepted; larger ones close the connection (default 67108864)"},
-    {"group-initial-rebalance-delay-ms", kind::number, "MS",
-     "a new group waits this long for more members (default 3000)"},
+    {"namespace", kind::text, "NS", "namespace (key prefix) in the store", [](const cfg_t& c) { return quoted(c.ns); }},
+    {"upload-mode", kind::text, "parallel|sequential", "upload a segment and its index together or one after the other",
+     [](const cfg_t& c) {
+         return std::string(c.log.mode == storage::upload_mode::parallel ? "parallel" : "sequential");
+     }},
+    {"flush-linger-ms", kind::number, "MS", "wait this long for more data after an acks=all produce",
+     [](const cfg_t& c) { return ms(c.log.linger); }},
+    {"flush-interval-ms", kind::number, "MS", "flush buffered data at least this often",
+     [](const cfg_t& c) { return ms(c.log.max_age); }},
+    {"segment-bytes", kind::number, "N", "flush when a partition buffers this much",
+     [](const cfg_t& c) { return std::to_string(c.log.segment_bytes); }},
+    {"max-inflight-flushes", kind::number, "N", "segments of one partition uploading at once",
+     [](const cfg_t& c) { return std::to_string(c.log.max_inflight_flushes); }},
+    {"auto-create-topics", kind::boolean, "", "create topics on first Metadata request",
+     [](const cfg_t& c) { return yes_no(c.auto_create_topics); }},
+    {"default-partitions", kind::number, "N", "partitions of auto-created topics",
+     [](const cfg_t& c) { return std::to_string(c.default_partitions); }},
+    {"cores", kind::number, "N", "reactor threads, one per core",
+     [](const cfg_t& c) { return c.cores == 0 ? std::string("all cores") : std::to_string(c.cores); }},
+    {"max-frame-bytes", kind::number, "N", "largest request accepted; larger ones close the connection",
+     [](const cfg_t& c) { return std::to_string(c.max_frame_bytes); }},
+    {"group-initial-rebalance-delay-ms", kind::number, "MS", "a new group waits this long for more members",
+     [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
 };
 
@@ -80,9 +103,12 @@ void usage(std::FILE* out) {
                "\n"
                "flags:\n",
                out);
+    const broker::broker_config defaults;
     for (auto& f : flags) {
         std::string left = std::string("  --") + f.name + (f.meta[0] ? std::string(" ") + f.meta : "");
-        std::fprintf(out, "%-44s %s\n", left.c_str(), f.help);
+        std::string help = f.help;
+        if (f.default_of) help += " (default " + f.default_of(defaults) + ")";
+        std::fprintf(out, "%-44s %s\n", left.c_str(), help.c_str());
     }
 }
 
@@ -174,7 +200,6 @@ std::optional<std::string> boolean(const settings& s, const char* name, bool& ou
 
 result<broker::broker_config, std::string> make_config(const settings& s) {
     broker::broker_config cfg;
-    cfg.log.max_age = std::chrono::milliseconds(100);
     auto text = [&](const char* name) -> const std::string* {
         auto it = s.values.find(name);
         return it == s.values.end() ? nullptr : &it->second;

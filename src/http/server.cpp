@@ -1,10 +1,10 @@
 // HTTP/1.1 server on the reactor. Message syntax per RFC 9112 (request line, header fields,
 // Content-Length framing); anything it cannot frame safely is answered and the connection
 // closed, with a lingering close so the client reads the answer before the socket goes away.
-#include <skiff/core/form_decode.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/http/server.hpp>
 #include <skiff/core/ascii.hpp>
+#include <skiff/core/percent.hpp>
 #include <skiff/runtime/errc.hpp>
 #include <skiff/runtime/gate.hpp>
 #include <skiff/runtime/reactor.hpp>
@@ -52,14 +52,6 @@ bool is_token(std::string_view s) noexcept {
     return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
 }
 
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string to_lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = lower(c);
-    return out;
-}
-
 std::string_view trim(std::string_view s) noexcept {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -76,8 +68,6 @@ bool has_token(std::string_view value, std::string_view token) noexcept {
     }
     return false;
 }
-
-std::string percent_decode(std::string_view s) { return form_decode(s); }
 
 int fail(std::string* why, int status, std::string msg) {
     if (why) *why = std::move(msg);
@@ -179,16 +169,7 @@ const std::string* server::request::header(std::string_view lower_name) const no
 }
 
 std::optional<std::string> server::request::query_param(std::string_view name) const {
-    std::string_view q = query;
-    while (!q.empty()) {
-        const auto amp = q.find('&');
-        const std::string_view part = q.substr(0, amp);
-        q = amp == std::string_view::npos ? std::string_view{} : q.substr(amp + 1);
-        const auto eq = part.find('=');
-        if (percent_decode(part.substr(0, eq)) != name) continue;
-        return eq == std::string_view::npos ? std::string{} : percent_decode(part.substr(eq + 1));
-    }
-    return std::nullopt;
+    return form_value(query, name);
 }
 
 std::string_view server::reason(int status) noexcept {
@@ -269,7 +250,7 @@ int server::parse_head(std::string_view head, request& out, std::string* why) {
             const auto u = static_cast<unsigned char>(c);
             if ((u < 0x20 && c != '\t') || u == 0x7f) return fail(why, 400, "control character in a header value");
         }
-        std::string lname = to_lower(name);
+        std::string lname = ascii_lowercase(name);
         if (lname == "content-length") {
             std::size_t n = 0;
             auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), n);

@@ -1,5 +1,6 @@
 #include "transfer.hpp"
 #include <skiff/core/ascii.hpp>
+#include <skiff/core/parse_int.hpp>
 
 #include <fmt/format.h>
 
@@ -83,15 +84,10 @@ header_parser::verdict header_parser::feed(std::string_view line) {
 
     const auto colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) return verdict::more; // not a field line
-    std::string name(trim(line.substr(0, colon)));
-    for (auto& c : name) {
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
+    const std::string name = ascii_lowercase(trim(line.substr(0, colon)));
     auto value = trim(line.substr(colon + 1));
     if (name == "content-length") {
-        std::uint64_t v = 0;
-        auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-        if (ec == std::errc{} && p == value.data() + value.size()) _content_length = v;
+        if (auto v = parse_u64(value)) _content_length = *v;
     }
     _headers.emplace_back(std::move(name), std::string(value));
     return verdict::more;

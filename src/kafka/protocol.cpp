@@ -1,6 +1,9 @@
 // Kafka wire primitives (https://kafka.apache.org/protocol.html#protocol_types).
 #include "skiff/kafka/protocol.hpp"
 
+#include <skiff/core/endian.hpp>
+#include <skiff/core/varint.hpp>
+
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -83,12 +86,8 @@ bool reader::need(std::size_t n) noexcept {
 template <typename T>
 bool reader::read_be(T& out) noexcept {
     if (!need(sizeof(T))) return false;
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < sizeof(T); ++i) {
-        v = (v << 8) | static_cast<unsigned char>(_data[_pos + i]);
-    }
+    out = be::read<T>(_data + _pos);
     _pos += sizeof(T);
-    out = static_cast<T>(v);
     return true;
 }
 
@@ -139,41 +138,30 @@ bool reader::read_uuid(uuid& out) noexcept {
 
 bool reader::read_unsigned_varint(std::uint32_t& out) noexcept {
     if (_what != nullptr) return false;
-    std::uint32_t v = 0;
-    for (int i = 0; i < 5; ++i) {
-        if (_pos >= _size) return fail("truncated varint");
-        const auto b = static_cast<unsigned char>(_data[_pos++]);
-        if (i == 4 && (b & 0xf0) != 0) return fail("varint overflows 32 bits");
-        v |= static_cast<std::uint32_t>(b & 0x7f) << (7 * i);
-        if ((b & 0x80) == 0) {
-            out = v;
-            return true;
-        }
+    switch (varint::read_unsigned32({_data, _size}, _pos, out)) {
+    case varint::read_status::ok: return true;
+    case varint::read_status::truncated: return fail("truncated varint");
+    case varint::read_status::overflow: break;
     }
-    return fail("varint longer than 5 bytes"); // unreachable: byte 5 has no continuation bit
+    return fail("varint overflows 32 bits");
 }
 
 bool reader::read_varint(std::int32_t& out) noexcept {
     std::uint32_t v = 0;
     if (!read_unsigned_varint(v)) return false;
-    out = static_cast<std::int32_t>((v >> 1) ^ (~(v & 1) + 1));
+    out = varint::zigzag_decode(v);
     return true;
 }
 
 bool reader::read_varlong(std::int64_t& out) noexcept {
     if (_what != nullptr) return false;
     std::uint64_t v = 0;
-    for (int i = 0; i < 10; ++i) {
-        if (_pos >= _size) return fail("truncated varlong");
-        const auto b = static_cast<unsigned char>(_data[_pos++]);
-        if (i == 9 && (b & 0xfe) != 0) return fail("varlong overflows 64 bits");
-        v |= static_cast<std::uint64_t>(b & 0x7f) << (7 * i);
-        if ((b & 0x80) == 0) {
-            out = static_cast<std::int64_t>((v >> 1) ^ (~(v & 1) + 1));
-            return true;
-        }
+    switch (varint::read_unsigned64({_data, _size}, _pos, v)) {
+    case varint::read_status::ok: out = varint::zigzag_decode(v); return true;
+    case varint::read_status::truncated: return fail("truncated varlong");
+    case varint::read_status::overflow: break;
     }
-    return fail("varlong longer than 10 bytes");
+    return fail("varlong overflows 64 bits");
 }
 
 // A length prefix: -1 for null, else a length that fits in the bytes left.
@@ -295,7 +283,9 @@ encode_error writer::error() const {
 }
 
 void writer::write_be(std::uint64_t v, int bytes) {
-    for (int i = bytes - 1; i >= 0; --i) _buf.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    char b[8];
+    be::write_u64(b, v);
+    _buf.append(b + 8 - bytes, static_cast<std::size_t>(bytes));
 }
 
 void writer::write_float64(double v) { write_be(std::bit_cast<std::uint64_t>(v), 8); }
@@ -304,27 +294,9 @@ void writer::write_uuid(const uuid& v) {
     _buf.append(reinterpret_cast<const char*>(v.bytes.data()), v.bytes.size());
 }
 
-void writer::write_unsigned_varint(std::uint32_t v) {
-    while (v >= 0x80) {
-        _buf.push_back(static_cast<char>((v & 0x7f) | 0x80));
-        v >>= 7;
-    }
-    _buf.push_back(static_cast<char>(v));
-}
-
-void writer::write_varint(std::int32_t v) {
-    const auto u = static_cast<std::uint32_t>(v);
-    write_unsigned_varint((u << 1) ^ (v < 0 ? 0xffffffffu : 0u));
-}
-
-void writer::write_varlong(std::int64_t v) {
-    auto u = (static_cast<std::uint64_t>(v) << 1) ^ (v < 0 ? ~std::uint64_t{0} : 0);
-    while (u >= 0x80) {
-        _buf.push_back(static_cast<char>((u & 0x7f) | 0x80));
-        u >>= 7;
-    }
-    _buf.push_back(static_cast<char>(u));
-}
+void writer::write_unsigned_varint(std::uint32_t v) { varint::append_unsigned(_buf, v); }
+void writer::write_varint(std::int32_t v) { varint::append_varint(_buf, v); }
+void writer::write_varlong(std::int64_t v) { varint::append_varlong(_buf, v); }
 
 void writer::write_string(std::string_view s, bool compact, const char* where) {
     if (s.size() > max_string_size) {
@@ -401,22 +373,12 @@ void writer::write_null_array(bool compact, bool nullable, const char* where) {
 
 void writer::insert_length(std::size_t mark) {
     const auto n = static_cast<std::uint32_t>(_buf.size() - mark);
-    char tmp[5];
-    std::size_t len = 0;
-    std::uint32_t v = n;
-    while (v >= 0x80) {
-        tmp[len++] = static_cast<char>((v & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    tmp[len++] = static_cast<char>(v);
-    _buf.insert(mark, tmp, len);
+    char tmp[varint::max_bytes64];
+    _buf.insert(mark, tmp, varint::encode_unsigned(tmp, n));
 }
 
 void writer::patch_int32(std::size_t offset, std::int32_t v) {
-    const auto u = static_cast<std::uint32_t>(v);
-    for (int i = 0; i < 4; ++i) {
-        _buf[offset + static_cast<std::size_t>(i)] = static_cast<char>((u >> (8 * (3 - i))) & 0xff);
-    }
+    be::write_i32(_buf.data() + offset, v);
 }
 
 } // namespace skiff::kafka

@@ -1,4 +1,4 @@
-#include <skiff/core/form_decode.hpp>
+#include <skiff/core/percent.hpp>
 #include <skiff/metrics/collect.hpp>
 #include <skiff/metrics/exposition.hpp>
 #include <skiff/metrics/service.hpp>
@@ -18,8 +18,6 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 constexpr std::string_view json_type = "application/json";
-
-std::string decode(std::string_view s) { return form_decode(s); }
 
 reply error_reply(int status, std::string_view message) {
     ojson o;
@@ -58,18 +56,9 @@ runtime::task<readiness> flag_check(bool ready, std::string detail) { co_return 
 } // namespace
 
 std::string query_value(std::string_view query, std::string_view key, bool* found) {
-    if (found) *found = false;
-    while (!query.empty()) {
-        const auto amp = query.find('&');
-        const std::string_view part = query.substr(0, amp);
-        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-        const auto eq = part.find('=');
-        const std::string name = decode(part.substr(0, eq));
-        if (name != key) continue;
-        if (found) *found = true;
-        return eq == std::string_view::npos ? std::string{} : decode(part.substr(eq + 1));
-    }
-    return {};
+    auto value = form_value(query, key);
+    if (found) *found = value.has_value();
+    return value ? std::move(*value) : std::string{};
 }
 
 service::service(service_options opts) : _opts(std::move(opts)), _started(std::chrono::steady_clock::now()) {}

@@ -1,5 +1,7 @@
 #include <skiff/s3/credentials.hpp>
 
+#include <skiff/core/ascii.hpp>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,14 +18,6 @@ std::string_view trim(std::string_view s) {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
     while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
     return s;
-}
-
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    for (char& c : out) {
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    }
-    return out;
 }
 
 // The subset of the INI dialect the AWS CLI writes: [section], key = value, '#'/';' comment
@@ -54,7 +48,7 @@ result<ini_file, std::string> parse_ini(std::istream& in, const std::string& pat
         auto eq = text.find('=');
         if (eq == std::string_view::npos) return failure{where() + "expected 'key = value'"};
         if (current == nullptr) return failure{where() + "setting appears before any [section]"};
-        (*current)[lowercase(trim(text.substr(0, eq)))] = std::string(trim(text.substr(eq + 1)));
+        (*current)[ascii_lowercase(trim(text.substr(0, eq)))] = std::string(trim(text.substr(eq + 1)));
     }
     return out;
 }

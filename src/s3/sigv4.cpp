@@ -1,5 +1,7 @@
 #include <skiff/s3/sigv4.hpp>
 
+#include <skiff/core/ascii.hpp>
+
 #include <fmt/format.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -17,16 +19,6 @@ namespace {
 [[noreturn]] void openssl_failed(const char* what) {
     std::fprintf(stderr, "skiff: OpenSSL %s failed\n", what);
     std::abort();
-}
-
-char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool iequals(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
-    }
-    return true;
 }
 
 bool is_space(char c) { return c == ' ' || c == '\t'; }
@@ -207,8 +199,7 @@ canonical_header_set canonical_headers(const std::vector<header>& headers) {
     std::vector<std::pair<std::string, std::string>> entries;
     entries.reserve(headers.size());
     for (const auto& h : headers) {
-        std::string name = h.name;
-        std::transform(name.begin(), name.end(), name.begin(), ascii_lower);
+        std::string name = ascii_lowercase(h.name);
         entries.emplace_back(std::move(name), canonical_value(h.value));
     }
     // Stable, by name only: repeated headers keep request order when joined.

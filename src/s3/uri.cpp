@@ -1,5 +1,8 @@
 #include <skiff/s3/uri.hpp>
 
+#include <skiff/core/ascii.hpp>
+#include <skiff/core/percent.hpp>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -15,21 +18,6 @@ constexpr char hex_upper[] = "0123456789ABCDEF";
 bool is_unreserved(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
            c == '.' || c == '_' || c == '~';
-}
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string lowercase(std::string_view s) {
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), ascii_lower);
-    return out;
 }
 
 bool is_ip_literal(std::string_view host) {
@@ -81,24 +69,11 @@ std::string uri_encode(std::string_view s, bool encode_slash) {
 std::string encode_key_path(std::string_view key) { return uri_encode(key, false); }
 
 result<std::string, std::string> percent_decode(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] != '%') {
-            out.push_back(s[i]);
-            continue;
-        }
-        int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
-        int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
-        // The input is not echoed: it may be a presigned URL carrying a token.
-        if (hi < 0 || lo < 0) {
-            return failure{"invalid percent escape at offset " + std::to_string(i) +
-                           ": '%' must be followed by two hex digits"};
-        }
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-    }
-    return out;
+    auto decoded = skiff::percent_decode(s, plus_sign::literal, bad_escape::reject);
+    if (decoded) return std::move(*decoded);
+    // The input is not echoed: it may be a presigned URL carrying a token.
+    return failure{"invalid percent escape at offset " + std::to_string(decoded.error()) +
+                   ": '%' must be followed by two hex digits"};
 }
 
 std::string canonical_query(const query_params& params) {
@@ -126,7 +101,7 @@ result<endpoint, std::string> parse_endpoint(std::string_view url) {
     endpoint ep;
     auto sep = url.find("://");
     if (sep == std::string_view::npos) return fail("expected http://host[:port] or https://host[:port]");
-    ep.scheme = lowercase(url.substr(0, sep));
+    ep.scheme = ascii_lowercase(url.substr(0, sep));
     uint16_t default_port = 0;
     if (ep.scheme == "http") {
         default_port = 80;
@@ -171,9 +146,9 @@ result<endpoint, std::string> parse_endpoint(std::string_view url) {
             has_port = true;
         }
         if (host.empty()) return fail("host is empty");
-        if (!valid_dns_name(lowercase(host))) return fail("host is not a valid DNS name or IPv4 address");
+        if (!valid_dns_name(ascii_lowercase(host))) return fail("host is not a valid DNS name or IPv4 address");
     }
-    ep.host = lowercase(host);
+    ep.host = ascii_lowercase(host);
 
     ep.port = default_port;
     if (has_port) {

@@ -1,5 +1,9 @@
 #include <skiff/s3/xml.hpp>
 
+#include <skiff/core/parse_int.hpp>
+#include <skiff/core/percent.hpp>
+#include <skiff/core/printable.hpp>
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -37,55 +41,18 @@ std::string_view text_of(const pugi::xml_node& parent, const char* name) {
 }
 
 // Shortens untrusted text quoted in a message so a hostile server cannot flood logs.
-std::string quote_for_message(std::string_view s) {
-    constexpr std::size_t limit = 64;
-    std::string out;
-    for (char c : s.substr(0, limit)) {
-        const auto u = static_cast<unsigned char>(c);
-        out += (u < 0x20 || u == 0x7f) ? '?' : c;
-    }
-    if (s.size() > limit) out += "...";
-    return out;
-}
-
-int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+std::string quote_for_message(std::string_view s) { return printable(s, 64); }
 
 // S3's EncodingType=url follows form encoding ('+' is a space, a literal '+' arrives as %2B),
 // as botocore's unquote_plus assumes; servers that write %20 decode the same way.
 std::optional<std::string> url_decode(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        const char c = s[i];
-        if (c == '+') {
-            out += ' ';
-        } else if (c == '%') {
-            if (i + 2 >= s.size()) return std::nullopt;
-            const int hi = hex_value(s[i + 1]);
-            const int lo = hex_value(s[i + 2]);
-            if (hi < 0 || lo < 0) return std::nullopt;
-            out += static_cast<char>(hi * 16 + lo);
-            i += 2;
-        } else {
-            out += c;
-        }
-    }
-    return out;
+    auto decoded = percent_decode(s, plus_sign::space, bad_escape::reject);
+    if (!decoded) return std::nullopt;
+    return std::move(*decoded);
 }
 
-std::optional<std::uint64_t> parse_u64(std::string_view s) {
-    s = trim(s);
-    if (s.empty()) return std::nullopt;
-    std::uint64_t v = 0;
-    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || ptr != s.data() + s.size()) return std::nullopt;
-    return v;
-}
+// XML text may carry whitespace around a number (pretty-printed documents).
+std::optional<std::uint64_t> parse_trimmed_u64(std::string_view s) { return parse_u64(trim(s)); }
 
 std::optional<bool> parse_bool(std::string_view s) {
     s = trim(s);
@@ -159,7 +126,7 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
             return failure{bad_response(
                 fmt::format("ListObjectsV2 response has no <Size> for key '{}'", quote_for_message(*key)))};
         }
-        const auto size = parse_u64(size_node.child_value());
+        const auto size = parse_trimmed_u64(size_node.child_value());
         if (!size) {
             return failure{bad_response(
                 fmt::format("ListObjectsV2 response has an invalid size '{}' for key '{}'",
@@ -208,7 +175,7 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
 
     const std::size_t returned = page.objects.size() + page.common_prefixes.size();
     if (const pugi::xml_node kc = root.child("KeyCount")) {
-        const auto count = parse_u64(kc.child_value());
+        const auto count = parse_trimmed_u64(kc.child_value());
         if (!count || *count > static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
             return failure{bad_response(fmt::format("ListObjectsV2 response has an invalid <KeyCount> '{}'",
                                                     quote_for_message(kc.child_value())))};

@@ -1,5 +1,5 @@
-// storage::errc as a std::error_category, and the key grammar shared by every object store.
-#include <skiff/storage/object_store.hpp>
+// storage::errc as a std::error_category.
+#include <skiff/storage/errc.hpp>
 
 #include <fmt/format.h>
 
@@ -41,48 +41,11 @@ public:
     }
 };
 
-// Keys go into messages; keep them bounded and free of control characters.
-std::string printable(std::string_view s) {
-    std::string out;
-    for (char c : s.substr(0, 200)) {
-        const auto u = static_cast<unsigned char>(c);
-        out += (u < 0x20 || u == 0x7f) ? '?' : c;
-    }
-    if (s.size() > 200) out += "...";
-    return out;
-}
-
 } // namespace
 
 const std::error_category& error_category() noexcept {
     static const category c;
     return c;
-}
-
-std::optional<store_error> check_key(std::string_view key) {
-    auto bad = [&](std::string_view why) {
-        return store_error(errc::invalid_argument, fmt::format("invalid object key '{}': {}", printable(key), why));
-    };
-    if (key.empty()) return bad("it is empty");
-    // S3's limit (1024 bytes of UTF-8); the local store's paths stay below PATH_MAX with it.
-    if (key.size() > 1024) return bad("longer than 1024 bytes");
-    if (key.find('\0') != std::string_view::npos) return bad("it contains a NUL byte");
-    if (key.front() == '/') return bad("it starts with '/' (keys are relative)");
-    if (key.back() == '/') return bad("it ends with '/' (that names a directory, not an object)");
-    std::size_t start = 0;
-    while (start <= key.size()) {
-        const std::size_t slash = std::min(key.find('/', start), key.size());
-        const std::string_view part = key.substr(start, slash - start);
-        if (part.empty()) return bad("it contains an empty component (\"//\")");
-        if (part == "." || part == "..") return bad("it contains a '.' or '..' component");
-        // NAME_MAX on Linux file systems: the local store could not create the file.
-        if (part.size() > 255) return bad("a component is longer than 255 bytes");
-        // The local store's temporary files; such a key could collide with one and would
-        // never show up in list().
-        if (part.substr(0, 5) == ".tmp.") return bad("a component starts with '.tmp.' (reserved)");
-        start = slash + 1;
-    }
-    return std::nullopt;
 }
 
 } // namespace skiff::storage

@@ -36,62 +36,6 @@ const char* to_string(compression_codec c) noexcept {
     return "unknown";
 }
 
-// ---- varints ----------------------------------------------------------------------------
-
-namespace varint {
-namespace {
-void append_unsigned(std::string& out, std::uint64_t v) {
-    char buf[10];
-    std::size_t n = 0;
-    while (v >= 0x80) {
-        buf[n++] = static_cast<char>((v & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    buf[n++] = static_cast<char>(v);
-    out.append(buf, n);
-}
-
-// LEB128 with at most max_bytes bytes; bits beyond 64 are a malformed encoding.
-std::optional<std::uint64_t> read_unsigned(std::span<const char> in, std::size_t& pos, int max_bytes) noexcept {
-    std::uint64_t v = 0;
-    for (int i = 0; i < max_bytes; ++i) {
-        if (pos >= in.size()) return std::nullopt;
-        auto b = static_cast<std::uint8_t>(in[pos++]);
-        std::uint64_t part = b & 0x7fu;
-        // The 10th byte of a varlong may carry only the top bit.
-        if (i == 9 && part > 1) return std::nullopt;
-        v |= part << (7 * i);
-        if ((b & 0x80) == 0) return v;
-    }
-    return std::nullopt;
-}
-} // namespace
-
-void append_varint(std::string& out, std::int32_t v) {
-    // Zig-zag: (v << 1) ^ (v >> 31); arithmetic right shift is defined in C++20.
-    auto z = (static_cast<std::uint32_t>(v) << 1) ^ static_cast<std::uint32_t>(v >> 31);
-    append_unsigned(out, z);
-}
-
-void append_varlong(std::string& out, std::int64_t v) {
-    auto z = (static_cast<std::uint64_t>(v) << 1) ^ static_cast<std::uint64_t>(v >> 63);
-    append_unsigned(out, z);
-}
-
-std::optional<std::int32_t> read_varint(std::span<const char> in, std::size_t& pos) noexcept {
-    auto u = read_unsigned(in, pos, 5);
-    if (!u || *u > 0xffffffffu) return std::nullopt;
-    auto z = static_cast<std::uint32_t>(*u);
-    return static_cast<std::int32_t>((z >> 1) ^ (~(z & 1) + 1));
-}
-
-std::optional<std::int64_t> read_varlong(std::span<const char> in, std::size_t& pos) noexcept {
-    auto u = read_unsigned(in, pos, 10);
-    if (!u) return std::nullopt;
-    return static_cast<std::int64_t>((*u >> 1) ^ (~(*u & 1) + 1));
-}
-} // namespace varint
-
 // ---- batch validation -------------------------------------------------------------------
 
 namespace detail {

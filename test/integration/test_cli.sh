@@ -63,6 +63,10 @@ out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-xyz serve_err --s3-bucket "$S3_BUCKET" 
 check "serve wrong secret: exit 1, says signature" expect $rc "$out" 1 "ignature"
 check "serve wrong secret: the secret is not printed" bash -c "! grep -q 'wrong-secret-xyz' <<<\"\$1\"" _ "$out"
 check "serve --help lists every flag of the issue" bash -c "h=\$('$skiff' serve --help); for f in kafka-addr advertised-addr http-addr data-dir s3-bucket s3-endpoint s3-region s3-path-style namespace upload-mode flush-linger-ms segment-bytes auto-create-topics default-partitions cores; do grep -q -- \"--\$f\" <<<\"\$h\" || exit 1; done"
+# The defaults in --help are read from a default broker_config (and its storage::log_config),
+# so they are what the broker does when the flag is absent.
+check "serve --help: flush interval default comes from log_config" bash -c "'$skiff' serve --help | grep -q -- '--flush-interval-ms MS .*(default 100)'"
+check "serve --help: every default is filled in" bash -c "! '$skiff' serve --help | grep -q '(default )'"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -33,7 +33,6 @@ struct broker_config {
     std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection
     std::size_t max_inflight_requests = 64;     // per connection: read ahead, answer in order
     std::chrono::milliseconds group_initial_rebalance_delay{3000};
-    std::chrono::milliseconds shutdown_timeout{30000};
     std::int32_t node_id = 0;
     std::string cluster_id = "skiff";
 };

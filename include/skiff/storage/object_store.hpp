@@ -7,6 +7,7 @@
 #pragma once
 
 #include <skiff/core/result.hpp>
+#include <skiff/storage/errc.hpp>
 #include <skiff/runtime/task.hpp>
 
 #include <cstdint>
@@ -15,33 +16,10 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 namespace skiff::storage {
-
-enum class errc {
-    not_found = 1,       // no object under that key
-    precondition_failed, // put with if_absent on an existing key
-    transient,           // may succeed if tried again (S3 5xx, SlowDown, timeouts, resets)
-    permanent,           // will not succeed by retrying (access denied, bad key, EIO on a local disk)
-    corrupt,             // data read back is malformed (formats, footers, CRCs)
-    cancelled,           // stop_token fired
-    deadline_exceeded,
-    invalid_argument,    // bad key, bad range
-};
-
-const std::error_category& error_category() noexcept;
-inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
-const char* to_string(errc e) noexcept;
-
-struct store_error {
-    store_error() = default;
-    store_error(errc c, std::string m) : code(c), message(std::move(m)) {}
-    errc code = errc::permanent;
-    std::string message; // one sentence, no secrets
-};
 
 // The key grammar every backend enforces, so that a key valid on one backend is valid on all
 // (the local store maps keys to paths, and S3 would accept almost anything): a key is
@@ -140,6 +118,3 @@ public:
 };
 
 } // namespace skiff::storage
-
-template <>
-struct std::is_error_code_enum<skiff::storage::errc> : std::true_type {};

@@ -58,7 +58,7 @@ struct log_config {
     std::string ns = "default";
     std::size_t segment_bytes = 4 << 20;       // flush when the buffer holds this much
     std::size_t segment_records = 100000;      // ... or this many records
-    std::chrono::milliseconds max_age{500};    // ... or its oldest record is this old
+    std::chrono::milliseconds max_age{100};    // ... or its oldest record is this old
     // A flush starts no later than this after the first append someone waits on.
     std::chrono::milliseconds linger{2};
     int max_inflight_flushes = 4;              // pipelining depth; 1 = no pipelining

@@ -9,7 +9,9 @@
 // ../shared/design/kafscale-format.md, "Kafka record batch v2 header".
 #pragma once
 
+#include <skiff/core/endian.hpp>
 #include <skiff/core/result.hpp>
+#include <skiff/core/varint.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -50,75 +52,11 @@ struct format_error {
     std::string message;
 };
 
-// ---- big-endian access (all formats here are big-endian) --------------------------------
-
-namespace be {
-inline std::uint8_t u8(const char* p) noexcept { return static_cast<std::uint8_t>(*p); }
-inline std::uint16_t read_u16(const char* p) noexcept {
-    return static_cast<std::uint16_t>((u8(p) << 8) | u8(p + 1));
-}
-inline std::uint32_t read_u32(const char* p) noexcept {
-    return (std::uint32_t{u8(p)} << 24) | (std::uint32_t{u8(p + 1)} << 16) | (std::uint32_t{u8(p + 2)} << 8) |
-           std::uint32_t{u8(p + 3)};
-}
-inline std::uint64_t read_u64(const char* p) noexcept {
-    return (std::uint64_t{read_u32(p)} << 32) | read_u32(p + 4);
-}
-// Two's complement conversions are well defined in C++20.
-inline std::int8_t read_i8(const char* p) noexcept { return static_cast<std::int8_t>(u8(p)); }
-inline std::int16_t read_i16(const char* p) noexcept { return static_cast<std::int16_t>(read_u16(p)); }
-inline std::int32_t read_i32(const char* p) noexcept { return static_cast<std::int32_t>(read_u32(p)); }
-inline std::int64_t read_i64(const char* p) noexcept { return static_cast<std::int64_t>(read_u64(p)); }
-
-inline void write_u16(char* p, std::uint16_t v) noexcept {
-    p[0] = static_cast<char>(v >> 8);
-    p[1] = static_cast<char>(v);
-}
-inline void write_u32(char* p, std::uint32_t v) noexcept {
-    p[0] = static_cast<char>(v >> 24);
-    p[1] = static_cast<char>(v >> 16);
-    p[2] = static_cast<char>(v >> 8);
-    p[3] = static_cast<char>(v);
-}
-inline void write_u64(char* p, std::uint64_t v) noexcept {
-    write_u32(p, static_cast<std::uint32_t>(v >> 32));
-    write_u32(p + 4, static_cast<std::uint32_t>(v));
-}
-inline void write_i16(char* p, std::int16_t v) noexcept { write_u16(p, static_cast<std::uint16_t>(v)); }
-inline void write_i32(char* p, std::int32_t v) noexcept { write_u32(p, static_cast<std::uint32_t>(v)); }
-inline void write_i64(char* p, std::int64_t v) noexcept { write_u64(p, static_cast<std::uint64_t>(v)); }
-
-inline void append_u16(std::string& out, std::uint16_t v) {
-    char b[2];
-    write_u16(b, v);
-    out.append(b, 2);
-}
-inline void append_u32(std::string& out, std::uint32_t v) {
-    char b[4];
-    write_u32(b, v);
-    out.append(b, 4);
-}
-inline void append_u64(std::string& out, std::uint64_t v) {
-    char b[8];
-    write_u64(b, v);
-    out.append(b, 8);
-}
-inline void append_i16(std::string& out, std::int16_t v) { append_u16(out, static_cast<std::uint16_t>(v)); }
-inline void append_i32(std::string& out, std::int32_t v) { append_u32(out, static_cast<std::uint32_t>(v)); }
-inline void append_i64(std::string& out, std::int64_t v) { append_u64(out, static_cast<std::uint64_t>(v)); }
-} // namespace be
-
-// ---- Kafka varints (zig-zag, LEB128-style; used inside records) -------------------------
-
-namespace varint {
-// Append the zig-zag varint (<= 5 bytes) / varlong (<= 10 bytes) encoding of v.
-void append_varint(std::string& out, std::int32_t v);
-void append_varlong(std::string& out, std::int64_t v);
-// Read one value at in[pos] and advance pos. nullopt (pos unspecified) when the bytes end
-// first, the encoding is longer than 5 / 10 bytes, or a varint does not fit 32 bits.
-std::optional<std::int32_t> read_varint(std::span<const char> in, std::size_t& pos) noexcept;
-std::optional<std::int64_t> read_varlong(std::span<const char> in, std::size_t& pos) noexcept;
-} // namespace varint
+// ---- big-endian access and Kafka varints ------------------------------------------------
+// All formats here are big-endian; records use zig-zag varints. The codecs live in core
+// (shared with the Kafka protocol); the aliases keep `be::` / `varint::` short in format code.
+namespace be = ::skiff::be;
+namespace varint = ::skiff::varint;
 
 // ---- record batch layout ----------------------------------------------------------------
 

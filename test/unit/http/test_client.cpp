@@ -1,5 +1,5 @@
 // http::client against the in-process test server, both on one reactor.
-#include "run.hpp"
+#include "run_task.hpp"
 #include "test_server.hpp"
 
 #include <skiff/http/client.hpp>
@@ -60,7 +60,7 @@ task<void> with_server(scenario fn) {
     if (ex) std::rethrow_exception(ex);
 }
 
-void run_scenario(scenario fn) { test::run_task_or_skip(with_server(fn)); }
+void run_scenario(scenario fn) { runtime::run_task(with_server(fn)); }
 
 http::request get(const http_test_server& srv, std::string_view path) {
     http::request r;

@@ -255,10 +255,9 @@ task<void> xcore_main(unsigned core, xcore_state* st) {
 } // namespace
 
 TEST_CASE("a scrape on core 0 gathers both cores of an smp group and sums them", "[metrics][endpoint][smp]") {
-    auto group = smp::create(2);
-    REQUIRE(group.has_value());
+    auto group = make_test_smp(2);
     xcore_state st;
-    (*group)->run([&st](unsigned core) { return xcore_main(core, &st); });
+    group->run([&st](unsigned core) { return xcore_main(core, &st); });
     const auto& doc = st.doc;
     const auto schema_errors = test::schema_checker::from_file(schema_path).validate(doc);
     INFO(test::join(schema_errors));

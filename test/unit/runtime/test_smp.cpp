@@ -1,3 +1,5 @@
+#include "run_task.hpp"
+
 #include <skiff/runtime/smp.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
@@ -26,12 +28,11 @@ struct tracked {
 } // namespace
 
 TEST_CASE("submit_to runs work on the target core and returns to the caller's core", "[runtime][smp]") {
-    auto s = smp::create(2);
-    REQUIRE(s.has_value());
+    auto s = make_test_smp(2);
     std::atomic<int> checks_failed{0};
     std::thread::id core0_thread, remote_thread, caller_after, fn_destroyed_on;
     int value = 0;
-    (*s)->run([&](unsigned core) -> task<void> {
+    s->run([&](unsigned core) -> task<void> {
         if (core != 0) co_return;
         core0_thread = std::this_thread::get_id();
         {
@@ -53,11 +54,10 @@ TEST_CASE("submit_to runs work on the target core and returns to the caller's co
 }
 
 TEST_CASE("submit_to awaits a remote task and carries exceptions back", "[runtime][smp]") {
-    auto s = smp::create(2);
-    REQUIRE(s.has_value());
+    auto s = make_test_smp(2);
     int got = 0;
     bool caught = false;
-    (*s)->run([&](unsigned core) -> task<void> {
+    s->run([&](unsigned core) -> task<void> {
         if (core != 0) co_return;
         got = co_await submit_to(1, []() -> task<int> {
             (void)co_await sleep(2ms);
@@ -74,10 +74,9 @@ TEST_CASE("submit_to awaits a remote task and carries exceptions back", "[runtim
 }
 
 TEST_CASE("many concurrent cross-core calls in both directions", "[runtime][smp]") {
-    auto s = smp::create(2);
-    REQUIRE(s.has_value());
+    auto s = make_test_smp(2);
     std::atomic<long> total{0};
-    (*s)->run([&](unsigned core) -> task<void> {
+    s->run([&](unsigned core) -> task<void> {
         unsigned other = 1 - core;
         std::vector<task<int>> calls;
         for (int i = 0; i < 500; ++i) {
