@@ -37,7 +37,10 @@ runtime::task<kafka::JoinGroupResponse> group_coordinator::join(kafka::JoinGroup
                                                                 std::string client_id, std::string client_host) {
     auto slot = _s->handle_join(req, version, client_id, client_host);
     auto aw = slot->wait();
-    kafka::JoinGroupResponse r = co_await aw;
+    auto waited = co_await aw;
+    // The slot lives as long as this wait, so it cannot break; if it ever did, that is no answer.
+    kafka::JoinGroupResponse r =
+        waited ? std::move(*waited) : groups::join_error(kerr::coordinator_not_available, req.member_id);
     if (version < 7) {
         r.protocol_type.reset();
         if (!r.protocol_name) r.protocol_name = std::string();
@@ -51,7 +54,8 @@ runtime::task<kafka::JoinGroupResponse> group_coordinator::join(kafka::JoinGroup
 runtime::task<kafka::SyncGroupResponse> group_coordinator::sync(kafka::SyncGroupRequest req, std::int16_t version) {
     auto slot = _s->handle_sync(req, version);
     auto aw = slot->wait();
-    kafka::SyncGroupResponse r = co_await aw;
+    auto waited = co_await aw;
+    kafka::SyncGroupResponse r = waited ? std::move(*waited) : groups::sync_error(kerr::coordinator_not_available);
     if (version < 5) {
         r.protocol_type.reset();
         r.protocol_name.reset();
@@ -164,7 +168,8 @@ runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kaf
     if (accepted.empty()) co_return resp;
     auto slot = s.enqueue_commit(*g, std::move(entries));
     auto aw = slot->wait();
-    std::int16_t code = co_await aw;
+    auto waited = co_await aw;
+    const std::int16_t code = waited ? *waited : kerr::coordinator_not_available;
     for (auto* rp : accepted) rp->error_code = code;
     co_return resp;
 }

@@ -7,11 +7,11 @@
 #include "offsets_format.hpp"
 
 #include <skiff/kafka/frame.hpp>
+#include <skiff/runtime/oneshot.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
 
 #include <chrono>
-#include <coroutine>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,6 +27,7 @@ namespace skiff::broker::groups {
 using ms = std::chrono::milliseconds;
 using kafka::JoinGroupResponse;
 using kafka::SyncGroupResponse;
+using runtime::oneshot;
 
 class group_manager;
 
@@ -34,39 +35,6 @@ enum class gstate { empty, preparing_rebalance, completing_rebalance, stable, de
 
 // Kafka's state names (GroupState.toString), as DescribeGroups / ListGroups report them.
 std::string_view state_name(gstate s) noexcept;
-
-// A result one coroutine waits for and a state transition provides. The waiter is resumed on a
-// later loop turn (never inline: set() is called in the middle of group transitions). If the
-// waiting coroutine is destroyed while suspended, its awaiter forgets the handle.
-template <typename T>
-class oneshot {
-public:
-    bool done() const noexcept { return _value.has_value(); }
-    void set(T v) {
-        if (_value) return;
-        _value.emplace(std::move(v));
-        if (_h) runtime::reactor::local().schedule(std::exchange(_h, {}));
-    }
-
-    class awaiter {
-    public:
-        explicit awaiter(oneshot* o) noexcept : _o(o) {}
-        awaiter(const awaiter&) = delete;
-        awaiter& operator=(const awaiter&) = delete;
-        ~awaiter() { _o->_h = {}; }
-        bool await_ready() const noexcept { return _o->_value.has_value(); }
-        void await_suspend(std::coroutine_handle<> h) noexcept { _o->_h = h; }
-        T await_resume() { return std::move(*_o->_value); }
-
-    private:
-        oneshot* _o;
-    };
-    awaiter wait() noexcept { return awaiter(this); }
-
-private:
-    std::optional<T> _value;
-    std::coroutine_handle<> _h;
-};
 
 struct protocol {
     std::string name;
@@ -142,7 +110,7 @@ struct group {
     offset_map next_write;
     std::vector<std::shared_ptr<oneshot<std::int16_t>>> write_waiters;
     bool writing = false;
-    std::vector<std::shared_ptr<oneshot<bool>>> idle_waiters; // woken when `writing` ends
+    std::vector<std::shared_ptr<oneshot<void>>> idle_waiters; // woken when `writing` ends
 
     static void on_join_timer(void* self);
     static void on_sync_timer(void* self);

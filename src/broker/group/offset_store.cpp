@@ -75,7 +75,7 @@ runtime::task<void> group_manager::write_loop(std::shared_ptr<group> g) {
         for (auto& w : waiters) w->set(code);
     }
     g->writing = false;
-    for (auto& w : std::exchange(g->idle_waiters, {})) w->set(true);
+    for (auto& w : std::exchange(g->idle_waiters, {})) w->set();
 }
 
 std::shared_ptr<oneshot<std::int16_t>> group_manager::enqueue_commit(group& g, offset_map entries) {
@@ -116,10 +116,15 @@ runtime::task<std::int16_t> group_manager::delete_one(std::string name) {
     g->pending.clear();
     // Writes already accepted land first; the delete then removes what they stored.
     while (g->writing) {
-        auto idle = std::make_shared<oneshot<bool>>();
+        auto idle = std::make_shared<oneshot<void>>();
         g->idle_waiters.push_back(idle);
         auto aw = idle->wait();
-        co_await aw;
+        auto idle_done = co_await aw;
+        if (!idle_done) { // cannot break while we hold it; never report a delete we did not do
+            g->st = gstate::empty;
+            g->empty_since = now();
+            co_return kerr::coordinator_not_available;
+        }
     }
     std::string key = group_offsets_key(_cfg.ns, g->id);
     runtime::deadline_scope scope(now() + _cfg.offset_write_timeout);
