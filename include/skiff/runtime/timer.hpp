@@ -92,6 +92,39 @@ private:
     reactor* _reactor = nullptr;
 };
 
+// A re-armable timer that calls a plain function with a context pointer: no allocation, so
+// objects that hold several (a consumer group: join, sync and one session timer per member)
+// stay cheap. The function may destroy the timer itself (a member removed by its own session
+// timer): fire() touches nothing of the timer after the call. arm_after() replaces an earlier
+// deadline; cancel() and the destructor disarm it. Reactor thread only.
+class fn_timer final : public timer_node {
+public:
+    using fn_t = void (*)(void*);
+    fn_timer(fn_t f, void* ctx) noexcept : _f(f), _ctx(ctx) {}
+    ~fn_timer() { cancel(); }
+    fn_timer(const fn_timer&) = delete;
+    fn_timer& operator=(const fn_timer&) = delete;
+
+    void arm(time_point tp) {
+        _reactor = &reactor::local();
+        _reactor->arm(*this, tp);
+    }
+    void arm_after(duration d) { arm(reactor::local().now() + d); }
+    void cancel() noexcept {
+        if (_reactor && armed()) _reactor->disarm(*this);
+    }
+    void fire() noexcept override {
+        fn_t f = _f;
+        void* c = _ctx;
+        f(c); // `this` may be gone after this call
+    }
+
+private:
+    fn_t _f;
+    void* _ctx;
+    reactor* _reactor = nullptr;
+};
+
 // A stop token that fires at a deadline or when the parent token fires, whichever is first.
 // expired() tells the two apart afterwards, so callers can report timed_out vs cancelled.
 class deadline_scope final : public timer_node {

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <memory>
 #include <vector>
 
 using namespace skiff;
@@ -165,4 +166,62 @@ TEST_CASE("callback timer can be re-armed and cancelled", "[runtime][timer]") {
         co_return fired;
     };
     CHECK(r->run_until_complete(t(clk)) == 1);
+}
+
+namespace {
+struct owned_timer {
+    int fired = 0;
+    std::unique_ptr<fn_timer> t;
+};
+void destroy_on_fire(void* ctx) {
+    auto* o = static_cast<owned_timer*>(ctx);
+    ++o->fired;
+    o->t.reset(); // the timer is destroyed from inside its own fire()
+}
+void count_fire(void* ctx) { ++*static_cast<int*>(ctx); }
+} // namespace
+
+TEST_CASE("fn_timer re-arms, cancels, and may be destroyed by its own function", "[runtime][timer]") {
+    auto clk = std::make_shared<manual_clock>();
+    reactor_config cfg;
+    cfg.clk = clk;
+    auto r = make_test_reactor(cfg);
+    auto t = [](std::shared_ptr<manual_clock> c) -> task<void> {
+        int fired = 0;
+        fn_timer tm(&count_fire, &fired);
+        tm.cancel(); // never armed: a no-op
+        tm.arm_after(10ms);
+        tm.arm_after(30ms); // replaces the first deadline
+        c->advance(20ms);
+        (void)co_await sleep(0ms);
+        CHECK(fired == 0);
+        c->advance(20ms);
+        (void)co_await sleep(0ms);
+        CHECK(fired == 1);
+        CHECK_FALSE(tm.armed());
+        tm.arm_after(10ms);
+        tm.cancel();
+        CHECK_FALSE(tm.armed());
+        c->advance(20ms);
+        (void)co_await sleep(0ms);
+        CHECK(fired == 1);
+
+        owned_timer o;
+        o.t = std::make_unique<fn_timer>(&destroy_on_fire, &o);
+        o.t->arm_after(5ms);
+        c->advance(5ms);
+        (void)co_await sleep(0ms);
+        CHECK(o.fired == 1);
+        CHECK(o.t == nullptr);
+        {
+            // Destroying an armed timer disarms it.
+            fn_timer gone(&count_fire, &fired);
+            gone.arm_after(5ms);
+        }
+        c->advance(10ms);
+        (void)co_await sleep(0ms);
+        CHECK(fired == 1);
+        CHECK(reactor::local().timers_armed() == 0);
+    };
+    r->run_until_complete(t(clk));
 }
