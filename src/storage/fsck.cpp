@@ -1,10 +1,10 @@
 #include <skiff/storage/fsck.hpp>
 #include <skiff/storage/index_format.hpp>
+#include <skiff/storage/layout.hpp>
 #include <skiff/storage/segment_format.hpp>
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <map>
 #include <set>
 #include <tuple>
@@ -13,39 +13,8 @@ namespace skiff::storage {
 
 namespace {
 
-struct parsed_key {
-    std::string topic;
-    std::int32_t partition = 0;
-    std::int64_t base = 0;
-    bool is_index = false;
-};
-
-// "{ns}/{topic}/{partition}/segment-{base:020d}.kfs|.index", relative to "{ns}/".
-std::optional<parsed_key> parse_key(std::string_view rest) {
-    auto s1 = rest.find('/');
-    if (s1 == std::string_view::npos || s1 == 0) return std::nullopt;
-    auto s2 = rest.find('/', s1 + 1);
-    if (s2 == std::string_view::npos) return std::nullopt;
-    parsed_key k;
-    k.topic = std::string(rest.substr(0, s1));
-    auto part = rest.substr(s1 + 1, s2 - s1 - 1);
-    auto [p1, e1] = std::from_chars(part.data(), part.data() + part.size(), k.partition);
-    if (e1 != std::errc{} || p1 != part.data() + part.size() || k.partition < 0) return std::nullopt;
-    auto name = rest.substr(s2 + 1);
-    constexpr std::string_view pre = "segment-";
-    if (name.substr(0, pre.size()) != pre || name.size() < pre.size() + 20) return std::nullopt;
-    auto ext = name.substr(pre.size() + 20);
-    if (ext == ".kfs") k.is_index = false;
-    else if (ext == ".index") k.is_index = true;
-    else return std::nullopt;
-    auto digits = name.substr(pre.size(), 20);
-    auto [p2, e2] = std::from_chars(digits.data(), digits.data() + digits.size(), k.base);
-    if (e2 != std::errc{} || p2 != digits.data() + digits.size() || k.base < 0) return std::nullopt;
-    return k;
-}
-
 std::string seg_key(const std::string& ns, const std::string& topic, std::int32_t p, std::int64_t base, bool index) {
-    return fmt::format("{}/{}/{}/segment-{:020}.{}", ns, topic, p, base, index ? "index" : "kfs");
+    return object_key(ns, partition_id(topic, p), base, index ? object_kind::index : object_kind::kfs);
 }
 
 } // namespace
@@ -65,14 +34,14 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
         if (!page) co_return failure{std::move(page).error()};
         for (auto& o : page->objects) {
             ++report.objects_listed;
-            auto k = parse_key(std::string_view(o.key).substr(prefix.size()));
+            auto k = parse_object_key(std::string_view(o.key).substr(prefix.size()));
             if (!k) {
                 ++report.foreign_keys;
                 continue;
             }
-            auto& slot = parts[{k->topic, k->partition}];
-            if (k->is_index) slot.index.insert(k->base);
-            else slot.kfs[k->base] = o.size;
+            auto& slot = parts[{k->partition.topic, k->partition.partition}];
+            if (k->name.kind == object_kind::index) slot.index.insert(k->name.base);
+            else slot.kfs[k->name.base] = o.size;
         }
         if (page->next_token.empty()) break;
         token = page->next_token;

@@ -1,9 +1,12 @@
 // The local-directory object store. See local_store.hpp for the contract; the comments here
 // say why each step is done the way it is.
+#include "local_list.hpp"
+
 #include <skiff/storage/local_store.hpp>
 
 #include <skiff/core/log.hpp>
-#include <skiff/runtime/uring.hpp>
+#include <skiff/runtime/errc.hpp>
+#include <skiff/runtime/file.hpp>
 #include <skiff/runtime/when_all.hpp>
 
 #include <fmt/format.h>
@@ -26,13 +29,11 @@ namespace skiff::storage {
 
 namespace {
 
+using detail::join;
+using detail::list_walk;
+using detail::temp_prefix;
 using runtime::task;
-using runtime::uring_op;
 
-constexpr std::string_view temp_prefix = ".tmp.";
-// One READ/WRITE moves at most this much: the SQE length is 32 bits and the kernel stops a
-// single transfer at 0x7ffff000 bytes anyway. Short transfers are continued in a loop.
-constexpr std::size_t max_transfer = std::size_t{1} << 30;
 // Puts retry creating their temporary file this often when a directory vanishes under them
 // (a remove() pruning an empty directory between our mkdir and our open) or a random name
 // collides. Either needs a race per attempt, so a handful of attempts is plenty.
@@ -92,16 +93,6 @@ store_error cancelled_error(std::string_view op, std::string_view key) {
     return {errc::cancelled, fmt::format("{} of object '{}' cancelled", op, key)};
 }
 
-std::string parent_of(std::string_view path) {
-    const auto slash = path.rfind('/');
-    if (slash == 0 || slash == std::string_view::npos) return "/";
-    return std::string(path.substr(0, slash));
-}
-
-std::string join(std::string_view dir, std::string_view name) {
-    if (dir == "/") return fmt::format("/{}", name);
-    return fmt::format("{}/{}", dir, name);
-}
 
 std::uint64_t splitmix64(std::uint64_t x) noexcept {
     x += 0x9e3779b97f4a7c15ULL;
@@ -110,142 +101,73 @@ std::uint64_t splitmix64(std::uint64_t x) noexcept {
     return x ^ (x >> 31);
 }
 
-// Owns an fd between its open and its close on the ring. Normal paths close through
-// io_uring and release() the guard; only an exception unwinding through a coroutine leaves
-// the fd here, and then a synchronous close() is the only option left (a destructor cannot
-// co_await).
-class fd_guard {
-public:
-    explicit fd_guard(int fd) noexcept : _fd(fd) {}
-    fd_guard(const fd_guard&) = delete;
-    fd_guard& operator=(const fd_guard&) = delete;
-    ~fd_guard() {
-        if (_fd >= 0) ::close(_fd);
-    }
-    int release() noexcept { return std::exchange(_fd, -1); }
+using runtime::fd_guard;
 
-private:
-    int _fd;
-};
+// --- ring operations (runtime/file.hpp). The store's steps below decide by errno value
+// (ENOENT, EEXIST, ENOTDIR, ...), so these turn the runtime's error codes back into the CQE's
+// res: >= 0, or -errno (-ECANCELED when `st` fired). ----------------------------------------
 
-// --- ring operations: each returns the CQE's res (>= 0, or -errno; -ECANCELED when `st`
-// fired and the kernel dropped the operation). References stay valid: every caller awaits
-// at once and the awaitable resumes only after the CQE. ---------------------------------
+int res_of(const std::error_code& ec) {
+    if (runtime::is_cancelled(ec)) return -ECANCELED;
+    if (ec == make_error_code(runtime::errc::timed_out)) return -ETIME;
+    if (ec.category() == std::system_category()) return -ec.value();
+    return -EIO;
+}
+int res_of(const result<void>& r) { return r ? 0 : res_of(r.error()); }
 
 task<int> open_at(const std::string& path, int flags, mode_t mode, std::stop_token st) {
-    const int res = co_await uring_op(
-        [&](io_uring_sqe* sqe) { io_uring_prep_openat(sqe, AT_FDCWD, path.c_str(), flags, mode); }, st);
-    co_return res;
+    auto fd = co_await runtime::open_file(path, flags, mode, std::move(st));
+    co_return fd ? *fd : res_of(fd.error());
 }
 
-// Never cancellable: the fd must be given back whatever happened.
 task<int> close_fd(int fd) {
-    const int res = co_await uring_op([&](io_uring_sqe* sqe) { io_uring_prep_close(sqe, fd); });
-    co_return res;
+    auto r = co_await runtime::close_file(fd);
+    co_return res_of(r);
 }
 
 task<int> fsync_fd(int fd, std::stop_token st) {
-    const int res = co_await uring_op([&](io_uring_sqe* sqe) { io_uring_prep_fsync(sqe, fd, 0); }, st);
-    co_return res;
+    auto r = co_await runtime::fsync_file(fd, std::move(st));
+    co_return res_of(r);
 }
 
 task<int> unlink_at(const std::string& path, int flags, std::stop_token st) {
-    const int res = co_await uring_op(
-        [&](io_uring_sqe* sqe) { io_uring_prep_unlinkat(sqe, AT_FDCWD, path.c_str(), flags); }, st);
-    co_return res;
-}
-
-task<int> mkdir_at(const std::string& path, std::stop_token st) {
-    const int res = co_await uring_op(
-        [&](io_uring_sqe* sqe) { io_uring_prep_mkdirat(sqe, AT_FDCWD, path.c_str(), 0755); }, st);
-    co_return res;
+    auto r = co_await runtime::unlink_path(path, flags, std::move(st));
+    co_return res_of(r);
 }
 
 task<int> rename_at(const std::string& from, const std::string& to, unsigned flags) {
-    const int res = co_await uring_op([&](io_uring_sqe* sqe) {
-        io_uring_prep_renameat(sqe, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), flags);
-    });
-    co_return res;
+    auto r = co_await runtime::rename_path(from, to, flags);
+    co_return res_of(r);
 }
 
 // STATX of an open fd (empty path + AT_EMPTY_PATH) or of a path (no symlink following: a
 // symlink is not an object skiff wrote).
 task<int> statx_at(int dirfd, const char* path, int flags, struct statx* out, std::stop_token st) {
-    const int res = co_await uring_op(
-        [&](io_uring_sqe* sqe) {
-            io_uring_prep_statx(sqe, dirfd, path, flags, STATX_TYPE | STATX_SIZE, out);
-        },
-        st);
-    co_return res;
+    auto r = co_await runtime::stat_path(dirfd, path, flags, out, std::move(st));
+    co_return res_of(r);
 }
 
-// Writes all of `body` at offset 0; 0 or -errno. A write that makes no progress is EIO
-// rather than a spin.
+// Writes all of `body` at offset 0; 0 or -errno.
 task<int> write_all(int fd, std::span<const char> body, std::stop_token st) {
-    std::size_t done = 0;
-    while (done < body.size()) {
-        const auto n = static_cast<unsigned>(std::min(body.size() - done, max_transfer));
-        const int res = co_await uring_op(
-            [&](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, body.data() + done, n, done); }, st);
-        if (res < 0) co_return res;
-        if (res == 0) co_return -EIO;
-        done += static_cast<std::size_t>(res);
-    }
-    co_return 0;
+    auto r = co_await runtime::write_all_at(fd, body, 0, std::move(st));
+    co_return res_of(r);
 }
 
 // Reads exactly `len` bytes at `offset`; 0, -errno, or -ENODATA when the file ended first.
 task<int> read_exact(int fd, char* buf, std::size_t len, std::uint64_t offset, std::stop_token st) {
-    std::size_t done = 0;
-    while (done < len) {
-        const auto n = static_cast<unsigned>(std::min(len - done, max_transfer));
-        const int res = co_await uring_op(
-            [&](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, buf + done, n, offset + done); }, st);
-        if (res < 0) co_return res;
-        if (res == 0) co_return -ENODATA;
-        done += static_cast<std::size_t>(res);
-    }
-    co_return 0;
+    auto r = co_await runtime::read_exact_at(fd, std::span<char>(buf, len), offset, std::move(st));
+    co_return res_of(r);
 }
 
-// open + fsync + close of a directory, so the entries renamed or created in it are on disk.
 // Not cancellable: it runs after a put's commit point.
 task<int> fsync_dir(const std::string& dir) {
-    const int fd = co_await open_at(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0, {});
-    if (fd < 0) co_return fd;
-    fd_guard guard(fd);
-    const int synced = co_await fsync_fd(fd, {});
-    const int closed = co_await close_fd(guard.release());
-    co_return synced < 0 ? synced : (closed < 0 ? closed : 0);
+    auto r = co_await runtime::fsync_dir(dir);
+    co_return res_of(r);
 }
 
-// mkdir -p on the ring: walk up until a directory exists (or is created), then create the
-// missing ones on the way down. EEXIST counts as success: a concurrent put may have made it;
-// if it is a file instead, the caller's next open fails with ENOTDIR and says so.
 task<int> make_dirs(std::string dir, std::string* failed_path, std::stop_token st) {
-    std::vector<std::string> missing;
-    for (;;) {
-        const int res = co_await mkdir_at(dir, st);
-        if (res == 0 || res == -EEXIST) break;
-        if (res == -ENOENT && dir != "/") {
-            std::string parent = parent_of(dir);
-            missing.push_back(std::move(dir));
-            dir = std::move(parent);
-            continue;
-        }
-        *failed_path = dir;
-        co_return res;
-    }
-    while (!missing.empty()) {
-        dir = std::move(missing.back());
-        missing.pop_back();
-        const int res = co_await mkdir_at(dir, st);
-        if (res < 0 && res != -EEXIST) {
-            *failed_path = dir;
-            co_return res;
-        }
-    }
-    co_return 0;
+    auto r = co_await runtime::make_dirs(std::move(dir), failed_path, std::move(st));
+    co_return res_of(r);
 }
 
 // Cleanup of a temporary file on a failed or cancelled put. Never cancellable (it is what
@@ -264,80 +186,6 @@ task<int> stat_size(std::string path, std::uint64_t* size, std::stop_token st) {
     *size = stx.stx_size;
     co_return 0;
 }
-
-// --- list ------------------------------------------------------------------------------
-
-// Depth-first walk in key order. Sorting each directory's names with a '/' appended to
-// subdirectories makes the walk visit keys in byte order: "a-c" (0x2d) sorts before the
-// subtree "a/" (0x2f), which sorts before "a0".
-struct list_walk {
-    std::string_view root;
-    std::string_view prefix;
-    std::string_view after; // exclusive; empty: from the start
-    std::size_t want = 0;
-    std::vector<std::string> keys;
-    int error = 0;
-    std::string error_path;
-
-    // False once `want` keys were found or an error stopped the walk.
-    bool walk(const std::string& dir_key) {
-        const std::string dir_path =
-            dir_key.empty() ? std::string(root) : join(root, std::string_view(dir_key).substr(0, dir_key.size() - 1));
-        DIR* d = ::opendir(dir_path.c_str());
-        if (!d) {
-            if (errno == ENOENT || errno == ENOTDIR) return true; // nothing stored there
-            error = errno;
-            error_path = dir_path;
-            return false;
-        }
-        std::vector<std::string> names;
-        for (;;) {
-            errno = 0;
-            const dirent* e = ::readdir(d);
-            if (!e) break;
-            const std::string_view name = e->d_name;
-            if (name == "." || name == ".." || name.substr(0, temp_prefix.size()) == temp_prefix) continue;
-            unsigned char type = e->d_type;
-            if (type == DT_UNKNOWN) { // some file systems do not fill d_type
-                struct stat sb {};
-                if (::fstatat(::dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-                type = S_ISDIR(sb.st_mode) ? DT_DIR : (S_ISREG(sb.st_mode) ? DT_REG : DT_UNKNOWN);
-            }
-            // Symlinks, sockets and the like are not objects skiff wrote.
-            if (type == DT_DIR) names.push_back(fmt::format("{}/", name));
-            else if (type == DT_REG) names.emplace_back(name);
-        }
-        const int read_error = errno;
-        ::closedir(d);
-        if (read_error != 0) {
-            error = read_error;
-            error_path = dir_path;
-            return false;
-        }
-        std::sort(names.begin(), names.end());
-        for (const auto& name : names) {
-            std::string key = dir_key + name;
-            const bool under_prefix = key.starts_with(prefix);
-            const bool is_dir = key.back() == '/';
-            // Names are sorted, and keys that start with `prefix` form one contiguous run:
-            // past it, nothing in this directory can match.
-            if (!under_prefix && key > prefix && !(is_dir && prefix.starts_with(key))) break;
-            if (is_dir) {
-                if (!under_prefix && !prefix.starts_with(key)) continue;
-                // Every key below starts with `key`; if `key` sorts before `after` and is not a
-                // prefix of it, they differ at a byte where `key` is smaller, so all of them
-                // sort before `after` too.
-                if (!after.empty() && key < after && !after.starts_with(key)) continue;
-                if (!walk(key)) return false;
-            } else {
-                if (!under_prefix || key <= after) continue;
-                keys.push_back(std::move(key));
-                if (keys.size() >= want) return false;
-            }
-        }
-        return true;
-    }
-};
 
 } // namespace
 
@@ -378,7 +226,7 @@ task<result<void, store_error>> local_store::put(std::string key, std::span<cons
                                                  std::stop_token st) {
     if (auto bad = check_key(key)) co_return failure{std::move(*bad)};
     const std::string path = path_of(key);
-    const std::string dir = parent_of(path);
+    const std::string dir = runtime::parent_path(path);
     const std::string name = path.substr(path.rfind('/') + 1);
 
     // 1. The temporary file, next to the final one so the rename stays in one directory (and
@@ -456,7 +304,7 @@ task<result<void, store_error>> local_store::make_durable(std::string dir) {
     if (res < 0) co_return failure{errno_error(-res, "sync directory", dir)};
     std::string child = dir;
     while (!_durable_dirs.contains(child)) {
-        std::string parent = parent_of(child);
+        std::string parent = runtime::parent_path(child);
         res = co_await fsync_dir(parent);
         if (res < 0) co_return failure{errno_error(-res, "sync directory", parent)};
         _durable_dirs.insert(child);
@@ -553,7 +401,7 @@ task<result<void, store_error>> local_store::remove(std::string key, std::stop_t
 
     // The unlink happened: from here on nothing is cancellable, as in put's commit. The
     // directory is synced so a removed object does not come back after a crash.
-    std::string dir = parent_of(path);
+    std::string dir = runtime::parent_path(path);
     const int synced = co_await fsync_dir(dir);
     if (synced < 0) co_return failure{errno_error(-synced, "sync directory", dir)};
     // Best effort: drop directories left empty, so lists do not walk dead partitions. A put
@@ -562,7 +410,7 @@ task<result<void, store_error>> local_store::remove(std::string key, std::stop_t
     while (dir.size() > _root.size()) {
         if (co_await unlink_at(dir, AT_REMOVEDIR, {}) < 0) break;
         _durable_dirs.erase(dir);
-        dir = parent_of(dir);
+        dir = runtime::parent_path(dir);
     }
     co_return ok();
 }

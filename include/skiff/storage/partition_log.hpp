@@ -37,7 +37,10 @@
 #include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/storage/io_budget.hpp>
+#include <skiff/storage/layout.hpp>
+#include <skiff/storage/log_config.hpp>
 #include <skiff/storage/object_store.hpp>
+#include <skiff/storage/record_batch.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -51,105 +54,6 @@
 
 namespace skiff::storage {
 
-enum class upload_mode : std::uint8_t { parallel, sequential };
-
-struct log_config {
-    log_config() = default;
-    std::string ns = "default";
-    std::size_t segment_bytes = 4 << 20;       // flush when the buffer holds this much
-    std::size_t segment_records = 100000;      // ... or this many records
-    std::chrono::milliseconds max_age{100};    // ... or its oldest record is this old
-    // A flush starts no later than this after the first append someone waits on.
-    std::chrono::milliseconds linger{2};
-    int max_inflight_flushes = 4;              // pipelining depth; 1 = no pipelining
-    upload_mode mode = upload_mode::parallel;
-    int index_interval = 100;
-    std::size_t max_pending_bytes = 64 << 20;  // buffered + in flight; appends wait beyond
-    std::chrono::milliseconds append_timeout{30000};
-    std::chrono::milliseconds retry_base{20};
-    std::chrono::milliseconds retry_cap{2000};
-    bool repair_orphans = true;                // rebuild and upload missing .index files
-    // close() waits this long for uploads to land; then it cancels them, and appends that
-    // were waiting fail (they were never acknowledged).
-    std::chrono::milliseconds close_timeout{30000};
-    std::size_t cache_bytes = 32 << 20;        // committed segments kept for readers
-    std::function<std::int64_t()> wall_ms;     // segment created-time; null: system clock
-};
-
-struct partition_id {
-    partition_id() = default;
-    partition_id(std::string t, std::int32_t p) : topic(std::move(t)), partition(p) {}
-    std::string topic;
-    std::int32_t partition = 0;
-};
-
-// Keys of the KafScale layout: {ns}/{topic}/{partition}/segment-{base:020d}.kfs|.index
-std::string partition_prefix(const std::string& ns, const partition_id& p);
-std::string segment_key(const std::string& ns, const partition_id& p, std::int64_t base);
-std::string index_key(const std::string& ns, const partition_id& p, std::int64_t base);
-
-enum class append_errc {
-    corrupt_message = 1, // a batch failed validation (CRC, magic, framing): Kafka CORRUPT_MESSAGE
-    unsupported_version, // magic 0/1
-    timed_out,           // not durable within append_timeout; retriable (REQUEST_TIMED_OUT)
-    shutting_down,       // the log is closing; retriable (NOT_LEADER-like)
-    cancelled,
-};
-
-struct append_error {
-    append_error() = default;
-    append_error(append_errc c, std::string m) : code(c), message(std::move(m)) {}
-    append_errc code = append_errc::corrupt_message;
-    std::string message;
-    // The offsets the records were given, when they were given some (a timed-out append's
-    // data is still being stored there; -1 when nothing was appended).
-    std::int64_t base_offset = -1;
-    std::int64_t last_offset = -1;
-};
-
-struct append_result {
-    std::int64_t base_offset = 0;
-    std::int64_t last_offset = 0;
-    // ack_mode::durable: the root span of the flush that committed the data, for the
-    // caller's produce span to link to (`produce.link(r.flush_span)`). Invalid (not
-    // valid()) for other ack modes and when tracing was off at that flush.
-    metrics::span_context flush_span{};
-};
-
-enum class ack_mode : std::uint8_t { none, leader, durable }; // Kafka acks 0, 1, -1
-
-struct read_result {
-    std::string records;          // whole batches, concatenated
-    std::int64_t high_watermark = 0;
-    std::int64_t log_start_offset = 0;
-};
-
-struct restore_report {
-    std::size_t segments = 0;
-    std::size_t orphan_kfs = 0;      // .kfs without .index (served by walking)
-    std::size_t orphan_index = 0;    // .index without .kfs (ignored)
-    std::size_t corrupt = 0;         // .kfs with a missing or wrong footer (not served)
-    std::size_t repaired = 0;        // indexes rebuilt and uploaded
-    std::size_t gaps = 0;            // offset ranges no segment covers
-    std::size_t list_pages = 0;
-    std::size_t gets = 0;
-    std::int64_t next_offset = 0;
-};
-
-struct log_stats {
-    std::uint64_t appends = 0;
-    std::uint64_t appended_records = 0;
-    std::uint64_t flushes = 0;
-    std::uint64_t flushed_bytes = 0;
-    std::uint64_t upload_retries = 0;
-    std::uint64_t timed_out_appends = 0;
-    std::uint64_t cache_hits = 0;
-    std::uint64_t cache_misses = 0;
-    std::size_t inflight_flushes = 0;
-    std::size_t buffered_bytes = 0;
-    std::size_t pending_bytes = 0;
-};
-
 class partition_log {
 public:
     // Restores the partition from the store (see "Restore" above).
@@ -162,8 +66,22 @@ public:
     // Appends a Kafka record set (one or more magic-2 batches). With ack_mode::durable the
     // task completes once the data is committed (both objects stored, all earlier segments
     // too); with leader/none once it is buffered.
+    // The record set is split and CRC-checked here (corrupt_message / unsupported_version).
     runtime::task<result<append_result, append_error>> append(std::span<const char> record_set, ack_mode acks,
                                                               std::stop_token st = {});
+    // The same for batches the caller already parsed and CRC-checked (split_batches or
+    // parse_batch with verify_crc), so they are not parsed again. The bytes the views point
+    // into must stay alive and unchanged until the task completes. An empty span is
+    // corrupt_message; a batch the segment format cannot take fails the whole append.
+    runtime::task<result<append_result, append_error>> append(std::span<const batch_view> batches, ack_mode acks,
+                                                              std::stop_token st = {});
+
+    // Calls fn(true) once the high watermark passes `offset` (at once, before returning, if it
+    // already has), or fn(false) if the log closes (or is destroyed) first; exactly one call.
+    // fn runs on this core, from inside the commit (or close): it must not call back into the
+    // log synchronously, and should hand real work to a task. A wake-up instead of a poll for
+    // whoever must learn when some data becomes durable.
+    void on_durable(std::int64_t offset, std::function<void(bool durable)> fn);
 
     // Batches from the one holding `offset` onward, across segments, up to max_bytes (but at
     // least one whole batch when there is one) and below the high watermark. At the high

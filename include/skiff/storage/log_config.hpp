@@ -1,0 +1,103 @@
+// The partition log's settings and the values its calls return, apart from the log itself
+// so the parts of the log (flush pipeline, segment cache, restore) and its users' configs
+// need not include the façade. See partition_log.hpp for what they mean in use.
+#pragma once
+
+#include <skiff/metrics/trace.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace skiff::storage {
+
+enum class upload_mode : std::uint8_t { parallel, sequential };
+
+struct log_config {
+    log_config() = default;
+    std::string ns = "default";
+    std::size_t segment_bytes = 4 << 20;       // flush when the buffer holds this much
+    std::size_t segment_records = 100000;      // ... or this many records
+    std::chrono::milliseconds max_age{100};    // ... or its oldest record is this old
+    // A flush starts no later than this after the first append someone waits on.
+    std::chrono::milliseconds linger{2};
+    int max_inflight_flushes = 4;              // pipelining depth; 1 = no pipelining
+    upload_mode mode = upload_mode::parallel;
+    int index_interval = 100;
+    std::size_t max_pending_bytes = 64 << 20;  // buffered + in flight; appends wait beyond
+    std::chrono::milliseconds append_timeout{30000};
+    std::chrono::milliseconds retry_base{20};
+    std::chrono::milliseconds retry_cap{2000};
+    bool repair_orphans = true;                // rebuild and upload missing .index files
+    // close() waits this long for uploads to land; then it cancels them, and appends that
+    // were waiting fail (they were never acknowledged).
+    std::chrono::milliseconds close_timeout{30000};
+    std::size_t cache_bytes = 32 << 20;        // committed segments kept for readers
+    std::function<std::int64_t()> wall_ms;     // segment created-time; null: system clock
+};
+
+enum class append_errc {
+    corrupt_message = 1, // a batch failed validation (CRC, magic, framing): Kafka CORRUPT_MESSAGE
+    unsupported_version, // magic 0/1
+    timed_out,           // not durable within append_timeout; retriable (REQUEST_TIMED_OUT)
+    shutting_down,       // the log is closing; retriable (NOT_LEADER-like)
+    cancelled,
+};
+
+struct append_error {
+    append_error() = default;
+    append_error(append_errc c, std::string m) : code(c), message(std::move(m)) {}
+    append_errc code = append_errc::corrupt_message;
+    std::string message;
+    // The offsets the records were given, when they were given some (a timed-out append's
+    // data is still being stored there; -1 when nothing was appended).
+    std::int64_t base_offset = -1;
+    std::int64_t last_offset = -1;
+};
+
+struct append_result {
+    std::int64_t base_offset = 0;
+    std::int64_t last_offset = 0;
+    // ack_mode::durable: the root span of the flush that committed the data, for the
+    // caller's produce span to link to (`produce.link(r.flush_span)`). Invalid (not
+    // valid()) for other ack modes and when tracing was off at that flush.
+    metrics::span_context flush_span{};
+};
+
+enum class ack_mode : std::uint8_t { none, leader, durable }; // Kafka acks 0, 1, -1
+
+struct read_result {
+    std::string records;          // whole batches, concatenated
+    std::int64_t high_watermark = 0;
+    std::int64_t log_start_offset = 0;
+};
+
+struct restore_report {
+    std::size_t segments = 0;
+    std::size_t orphan_kfs = 0;      // .kfs without .index (served by walking)
+    std::size_t orphan_index = 0;    // .index without .kfs (ignored)
+    std::size_t corrupt = 0;         // .kfs with a missing or wrong footer (not served)
+    std::size_t repaired = 0;        // indexes rebuilt and uploaded
+    std::size_t gaps = 0;            // offset ranges no segment covers
+    std::size_t list_pages = 0;
+    std::size_t gets = 0;
+    std::int64_t next_offset = 0;
+};
+
+struct log_stats {
+    std::uint64_t appends = 0;
+    std::uint64_t appended_records = 0;
+    std::uint64_t flushes = 0;
+    std::uint64_t flushed_bytes = 0;
+    std::uint64_t upload_retries = 0;
+    std::uint64_t timed_out_appends = 0;
+    std::uint64_t cache_hits = 0;
+    std::uint64_t cache_misses = 0;
+    std::size_t inflight_flushes = 0;
+    std::size_t buffered_bytes = 0;
+    std::size_t pending_bytes = 0;
+};
+
+} // namespace skiff::storage

@@ -1,0 +1,287 @@
+#include "flush_pipeline.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/reactor.hpp>
+#include <skiff/runtime/when_all.hpp>
+
+#include <algorithm>
+
+namespace skiff::storage::detail {
+
+flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+                               runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed)
+    : _store(store), _budget(budget), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats),
+      _on_committed(std::move(on_committed)), _flush_timer([this] { maybe_flush(); }), _rng(std::random_device{}()) {
+    _buffered_g.bind(m.buffered_bytes);
+    _uploading_g.bind(m.flushes_in_flight);
+}
+
+// ---- the active segment -------------------------------------------------------------------
+
+void flush_pipeline::start_segment(std::int64_t next_offset, std::size_t set_bytes) {
+    _builder.emplace(next_offset, _cfg.index_interval, _cfg.segment_bytes + set_bytes);
+    _first_append = clock::now();
+}
+
+result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batch_view> batches,
+                                                            std::size_t set_bytes, std::int64_t next_offset,
+                                                            runtime::semaphore::units memory) {
+    // Rotate first if this record set would push the buffer past the segment size.
+    if (_builder && !_builder->empty() && _builder->body_bytes() + set_bytes > _cfg.segment_bytes) {
+        flush_now();
+    }
+    if (!_builder) start_segment(next_offset, set_bytes);
+    // All or nothing: a set the segment cannot take whole goes into a fresh segment, so a
+    // failed request never leaves part of itself behind to be duplicated by a retry.
+    if (!_builder->empty() && !_builder->can_append(batches)) {
+        flush_now();
+        start_segment(next_offset, set_bytes);
+    }
+    if (auto fits = _builder->can_append(batches); !fits) {
+        return failure{append_error(append_errc::corrupt_message, fits.error().message)};
+    }
+    buffered_range out;
+    out.base_offset = _builder->next_offset();
+    for (auto& b : batches) {
+        auto assigned = _builder->append(b);
+        if (!assigned) {
+            // Nothing of a rejected batch is kept; earlier batches of this set are (Kafka
+            // validates whole sets first, and split_batches already did).
+            _buffered_g.add(static_cast<std::int64_t>(_builder->body_bytes()) - _buffered_g.value());
+            return failure{append_error(append_errc::corrupt_message, assigned.error().message)};
+        }
+    }
+    out.last_offset = _builder->next_offset() - 1;
+    _builder_records += out.last_offset - out.base_offset + 1;
+    _builder_memory.push_back(std::move(memory));
+    _buffered_g.add(static_cast<std::int64_t>(_builder->body_bytes()) - _buffered_g.value());
+    return out;
+}
+
+void flush_pipeline::add_waiter(std::shared_ptr<ack_latch> w) {
+    _builder_waiters.push_back(std::move(w));
+    if (!_first_waiter) _first_waiter = clock::now();
+}
+
+// Seals the active buffer into a flush job (objects built once, here).
+void flush_pipeline::seal() {
+    if (!_builder || _builder->empty()) return;
+    auto job = std::make_unique<flush_job>();
+    // The flush trace starts here: building the objects is its first step.
+    auto trace = metrics::span::root("flush");
+    auto build = trace.child("build");
+    auto built = std::move(*_builder).finish(_cfg.wall_ms());
+    _builder.reset();
+    build.end();
+    job->base = built.meta.base_offset;
+    job->last = built.meta.last_offset;
+    job->records = built.meta.message_count;
+    job->kfs = std::make_shared<const std::string>(std::move(built.kfs));
+    job->index = std::make_shared<const std::string>(std::move(built.index));
+    if (trace.active()) {
+        trace.set("topic", _id.topic);
+        trace.set("partition", _id.partition);
+        trace.set("segment", job->base);
+        trace.set("records", job->records);
+        trace.set("bytes", job->kfs->size());
+        trace.set("index_bytes", job->index->size());
+        job->flush_ctx = trace.context();
+    }
+    job->trace = std::move(trace);
+    _buffered_g.clear();
+    job->in_flight_bytes.bind(_m.in_flight_bytes);
+    job->in_flight_bytes.add(static_cast<std::int64_t>(job->kfs->size() + job->index->size()));
+    job->waiters = std::move(_builder_waiters);
+    job->memory = std::move(_builder_memory);
+    job->sealed_at = clock::now();
+    _builder_waiters.clear();
+    _builder_memory.clear();
+    _builder_records = 0;
+    _first_append.reset();
+    _first_waiter.reset();
+    _flush_timer.cancel();
+    _jobs.push_back(std::move(job));
+}
+
+// Starts uploads for sealed jobs while the pipelining depth allows.
+void flush_pipeline::pump() {
+    for (auto& j : _jobs) {
+        if (_uploading >= _cfg.max_inflight_flushes) break;
+        if (j->started) continue;
+        j->started = true;
+        ++_uploading;
+        _uploading_g.add(1);
+        j->upload_started = _m.now();
+        ++_stats.flushes;
+        _stats.flushed_bytes += j->kfs->size() + j->index->size();
+        auto spawned = _gate.spawn(run_job(j.get()));
+        if (!spawned) {
+            --_uploading;
+            _uploading_g.add(-1);
+            j->failed = true;
+        }
+    }
+}
+
+void flush_pipeline::flush_now() {
+    seal();
+    pump();
+}
+
+// Decides whether the active buffer should become a segment now, or arms the timer.
+void flush_pipeline::maybe_flush() {
+    if (!_builder || _builder->empty()) return;
+    const bool size_due = _builder->body_bytes() >= _cfg.segment_bytes ||
+                          _builder_records >= static_cast<std::int64_t>(_cfg.segment_records);
+    const bool slot_free = _uploading < _cfg.max_inflight_flushes;
+    auto now = clock::now();
+    auto due = *_first_append + _cfg.max_age;
+    if (_first_waiter) due = std::min(due, *_first_waiter + _cfg.linger);
+    if (size_due || _closing || (slot_free && now >= due)) {
+        // A size-due buffer is sealed even when no slot is free (memory bounds the
+        // queue); a time-due one waits for a slot and meanwhile keeps gathering.
+        if (size_due || slot_free || _closing) {
+            flush_now();
+            return;
+        }
+    }
+    if (now < due) {
+        auto rnow = runtime::reactor::local().now();
+        _flush_timer.arm(rnow + std::chrono::duration_cast<runtime::duration>(due - now));
+    }
+}
+
+// ---- uploads --------------------------------------------------------------------------------
+
+std::chrono::nanoseconds flush_pipeline::backoff(int attempt) {
+    auto cap = std::chrono::duration_cast<std::chrono::nanoseconds>(_cfg.retry_cap);
+    auto base = std::chrono::duration_cast<std::chrono::nanoseconds>(_cfg.retry_base);
+    auto window = base * (std::int64_t{1} << std::min(attempt, 20));
+    if (window > cap || window.count() <= 0) window = cap;
+    std::uniform_int_distribution<std::int64_t> d(0, std::max<std::int64_t>(window.count(), 1));
+    return std::chrono::nanoseconds(d(_rng));
+}
+
+// Uploads one object of a job until it is stored or the log shuts down. Retries use the
+// same key and the same bytes: a segment never changes once built.
+runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
+    const std::string key = which == 0 ? segment_key(_cfg.ns, _id, job->base) : index_key(_cfg.ns, _id, job->base);
+    std::shared_ptr<const std::string> body = which == 0 ? job->kfs : job->index;
+    const auto kind = which == 0 ? key_kind::kfs : key_kind::index;
+    std::stop_token st = _gate.stop_token();
+    // One span per object, over all its attempts (ends when this coroutine returns).
+    auto put_span = job->trace.child("put");
+    if (put_span.active()) {
+        put_span.set("kind", which == 0 ? "kfs" : "index");
+        put_span.set("key", key);
+        put_span.set("bytes", body->size());
+    }
+    for (int attempt = 0;; ++attempt) {
+        put_span.set("retries", attempt);
+        auto permit = co_await _budget.acquire(io_budget::priority::high, st);
+        if (!permit) {
+            put_span.set("status", "cancelled");
+            job->failed = true;
+            co_return;
+        }
+        std::span<const char> bytes(body->data(), body->size());
+        const auto t0 = _m.now();
+        auto r = co_await _store.put(key, bytes, false, st);
+        _m.store_done(store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
+        permit->release();
+        if (r) {
+            _budget.on_success();
+            job->stored[which] = true;
+            put_span.set("status", "ok");
+            co_return;
+        }
+        put_span.set("status", to_string(r.error().code));
+        if (r.error().code == errc::cancelled || st.stop_requested()) {
+            job->failed = true;
+            co_return;
+        }
+        if (r.error().code == errc::transient) _budget.on_throttled();
+        ++_stats.upload_retries;
+        _m.upload_retries[static_cast<std::size_t>(which)].inc();
+        if (attempt == 0 || attempt % 10 == 0) {
+            log::warn("upload of {} failed ({}); retrying", key, r.error().message);
+        }
+        auto slept = co_await runtime::sleep(backoff(attempt), st);
+        if (!slept) {
+            job->failed = true;
+            co_return;
+        }
+    }
+}
+
+runtime::task<void> flush_pipeline::run_job(flush_job* job) {
+    if (_cfg.mode == upload_mode::parallel) {
+        // The idea skiff is built around: both objects in one round trip.
+        co_await runtime::when_all(upload(job, 0), upload(job, 1));
+    } else {
+        co_await upload(job, 0);
+        if (!job->failed) co_await upload(job, 1);
+    }
+    if (job->done()) job->commit_span = job->trace.child("commit");
+    --_uploading;
+    _uploading_g.add(-1);
+    commit_ready();
+    maybe_flush();
+    pump();
+}
+
+// ---- commit ---------------------------------------------------------------------------------
+
+// Commits finished jobs strictly in offset order and acknowledges their producers.
+void flush_pipeline::commit_ready() {
+    while (!_jobs.empty()) {
+        auto& j = *_jobs.front();
+        if (j.done()) {
+            // The log first: its high watermark covers this job before anyone is told.
+            _on_committed(j);
+            for (auto& w : j.waiters) w->set(ack_outcome{std::nullopt, j.flush_ctx});
+            if (_m.enabled) {
+                _m.flushes.inc();
+                _m.flush_records.inc(static_cast<std::uint64_t>(j.records));
+                _m.flush_bytes[0].inc(j.kfs->size());
+                _m.flush_bytes[1].inc(j.index->size());
+                _m.flush_size.record(j.kfs->size());
+                _m.flush_duration.record(clock::now() - j.upload_started);
+            }
+            j.commit_span.end();
+            j.trace.set("status", "ok");
+            j.trace.end();
+            _jobs.pop_front(); // releases the job's memory units
+            continue;
+        }
+        if (j.failed && _closing) {
+            // Shutdown cut this upload short: nothing from here on can be acknowledged.
+            abandon_jobs();
+        }
+        break;
+    }
+}
+
+// A sealed segment that will never be committed (shutdown cut it short).
+void flush_pipeline::abandon(flush_job& j) noexcept {
+    _m.flush_failures.inc();
+    j.commit_span.end();
+    j.trace.set("status", "abandoned");
+    j.trace.end();
+}
+
+void flush_pipeline::abandon_jobs() {
+    for (auto& j : _jobs) {
+        for (auto& w : j->waiters) w->set(ack_outcome{append_errc::shutting_down, {}});
+        abandon(*j);
+    }
+    _jobs.clear();
+}
+
+void flush_pipeline::abandon_all() {
+    abandon_jobs();
+    for (auto& w : _builder_waiters) w->set(ack_outcome{append_errc::shutting_down, {}});
+    _builder_waiters.clear();
+}
+
+} // namespace skiff::storage::detail

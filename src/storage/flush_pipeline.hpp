@@ -1,0 +1,155 @@
+// The write side of a partition log: the segment being built, the sealed segments on their
+// way to the store, and the acknowledgements waiting on them.
+//
+// Appends are copied into the active segment (buffer()). seal() turns it into a flush job
+// with both objects built once; pump() starts up to max_inflight_flushes jobs, each uploading
+// its .kfs and .index together (run_job: when_all of two upload()s) and retrying each object
+// until it is stored or the log shuts down. Jobs commit strictly in offset order
+// (commit_ready): a job whose objects are stored waits for every earlier one. On commit the
+// log hears of it through on_committed(job) — it moves the high watermark and serves the
+// segment to readers — and then the job's producers are acknowledged.
+//
+// Private to src/storage. One core, like the log that owns it.
+#pragma once
+
+#include "log_instruments.hpp"
+
+#include <skiff/core/result.hpp>
+#include <skiff/metrics/trace.hpp>
+#include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/oneshot.hpp>
+#include <skiff/runtime/semaphore.hpp>
+#include <skiff/runtime/task.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/storage/io_budget.hpp>
+#include <skiff/storage/layout.hpp>
+#include <skiff/storage/log_config.hpp>
+#include <skiff/storage/object_store.hpp>
+#include <skiff/storage/record_batch.hpp>
+#include <skiff/storage/segment_format.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace skiff::storage::detail {
+
+// How a durable append ends: committed (no error; `flush` is the root span of the flush that
+// carried it, when it was traced), or shutting_down. Timeouts and stops are the waiter's own
+// outcome (oneshot::wait), so a late commit never turns them into success.
+struct ack_outcome {
+    std::optional<append_errc> error;
+    metrics::span_context flush{};
+};
+using ack_latch = runtime::oneshot<ack_outcome>;
+
+// A sealed segment on its way to the store.
+struct flush_job {
+    using clock = std::chrono::steady_clock;
+    std::int64_t base = 0;
+    std::int64_t last = 0;
+    std::int32_t records = 0;
+    std::shared_ptr<const std::string> kfs;
+    std::shared_ptr<const std::string> index;
+    bool started = false;
+    bool stored[2] = {false, false}; // kfs, index
+    bool failed = false;
+    std::vector<std::shared_ptr<ack_latch>> waiters;
+    std::vector<runtime::semaphore::units> memory;
+    metrics::span_context flush_ctx;    // handed to the producers it acknowledges
+    clock::time_point sealed_at;
+    clock::time_point upload_started;   // only read when metrics are on
+    metrics::span trace;                // root "flush": build, put ×2, commit
+    metrics::span commit_span;          // both objects stored → committed in offset order
+    gauge_share in_flight_bytes;        // skiff_log_in_flight_bytes, taken back when the job goes
+    bool done() const noexcept { return stored[0] && stored[1]; }
+};
+
+// The offsets buffer() gave a record set.
+struct buffered_range {
+    std::int64_t base_offset = 0;
+    std::int64_t last_offset = 0;
+};
+
+class flush_pipeline {
+public:
+    using commit_fn = std::function<void(const flush_job&)>;
+
+    // `gate` runs the uploads and stops them at close; `stats` gets flushes, bytes and retries.
+    flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+                   runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed);
+    flush_pipeline(const flush_pipeline&) = delete;
+    flush_pipeline& operator=(const flush_pipeline&) = delete;
+
+    // Copies a validated record set into the active segment, starting a new segment at
+    // `next_offset` when there is none, or when the set would push the active one past the
+    // segment size or the format's limits (a set is never split across segments, so a failed
+    // request leaves nothing behind for a retry to duplicate). `memory` is held until the
+    // data is committed. Errors: corrupt_message when the segment format refuses a batch.
+    result<buffered_range, append_error> buffer(std::span<const batch_view> batches, std::size_t set_bytes,
+                                                std::int64_t next_offset, runtime::semaphore::units memory);
+    // The producer of the set just buffered waits for it (ack_mode::durable).
+    void add_waiter(std::shared_ptr<ack_latch> w);
+    // Seals the active segment now if a size, age or linger trigger says so (always when
+    // closing); otherwise arms the flush timer for when one will.
+    void maybe_flush();
+    // Seals what is buffered (if anything) and starts uploads while slots are free.
+    void flush_now();
+    // From now on every buffered byte is sealed at once, and a job cut short by the gate
+    // fails everything behind it.
+    void start_closing() noexcept { _closing = true; }
+    void stop_timer() noexcept { _flush_timer.cancel(); }
+    // After the gate closed: every producer still waiting is told shutting_down.
+    void abandon_all();
+
+    bool idle() const noexcept { return _jobs.empty(); }
+    int uploading() const noexcept { return _uploading; }
+    std::size_t buffered_bytes() const noexcept { return _builder ? _builder->body_bytes() : 0; }
+
+private:
+    using clock = flush_job::clock;
+
+    void seal();
+    void pump();
+    std::chrono::nanoseconds backoff(int attempt);
+    runtime::task<void> upload(flush_job* job, int which);
+    runtime::task<void> run_job(flush_job* job);
+    void commit_ready();
+    void abandon(flush_job& j) noexcept;
+    void abandon_jobs();
+    void start_segment(std::int64_t next_offset, std::size_t set_bytes);
+
+    object_store& _store;
+    io_budget& _budget;
+    const partition_id& _id;
+    const log_config& _cfg;
+    runtime::gate& _gate;
+    log_instruments& _m;
+    log_stats& _stats;
+    commit_fn _on_committed;
+
+    // The active segment: appends copy their batches straight into the bytes that will
+    // become the .kfs.
+    std::optional<segment_builder> _builder;
+    std::int64_t _builder_records = 0;
+    std::optional<clock::time_point> _first_append;
+    std::optional<clock::time_point> _first_waiter;
+    std::vector<std::shared_ptr<ack_latch>> _builder_waiters;
+    std::vector<runtime::semaphore::units> _builder_memory;
+
+    std::deque<std::unique_ptr<flush_job>> _jobs; // sealed, in offset order
+    int _uploading = 0;
+    bool _closing = false;
+    runtime::timer _flush_timer;
+    std::mt19937_64 _rng;
+    gauge_share _buffered_g, _uploading_g;
+};
+
+} // namespace skiff::storage::detail

@@ -1,0 +1,213 @@
+#include "segment_cache.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/storage/index_format.hpp>
+#include <skiff/storage/segment_format.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace skiff::storage::detail {
+
+segment_cache::segment_cache(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+                             runtime::gate& gate, log_instruments& m, log_stats& stats)
+    : _store(store), _budget(budget), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats) {
+    _cache_g.bind(m.cache_bytes);
+}
+
+void segment_cache::add_committed(std::int64_t base, std::int64_t last, std::shared_ptr<const std::string> kfs,
+                                  std::shared_ptr<const std::string> index) {
+    segment_entry e;
+    e.base = base;
+    e.last = last;
+    e.kfs_size = kfs->size();
+    e.has_index = true;
+    e.bytes = std::move(kfs);
+    e.index = std::move(index);
+    const auto size = e.kfs_size;
+    _segments[base] = std::move(e);
+    cache_insert(base, size);
+}
+
+segment_entry* segment_cache::covering(std::int64_t offset) {
+    auto it = _segments.upper_bound(offset);
+    if (it != _segments.begin()) {
+        auto prev = std::prev(it);
+        if (prev->second.last < 0 || prev->second.last >= offset) it = prev;
+    }
+    return it == _segments.end() ? nullptr : &it->second;
+}
+
+std::optional<std::int64_t> segment_cache::next_base(std::int64_t base) const {
+    auto after = _segments.upper_bound(base);
+    if (after == _segments.end()) return std::nullopt;
+    return after->first;
+}
+
+void segment_cache::mark_corrupt(std::int64_t base) {
+    auto seg = _segments.find(base);
+    if (seg != _segments.end()) seg->second.corrupt = true;
+}
+
+void segment_cache::set_index(std::int64_t base, std::shared_ptr<const std::string> index) {
+    auto it = _segments.find(base);
+    if (it == _segments.end()) return;
+    it->second.has_index = true;
+    it->second.index = std::move(index);
+}
+
+void segment_cache::cache_insert(std::int64_t base, std::size_t size) {
+    _lru.push_back(base);
+    _used += size;
+    _cache_g.add(static_cast<std::int64_t>(size));
+    while (_used > _cfg.cache_bytes && _lru.size() > 1) {
+        auto victim = _lru.front();
+        _lru.pop_front();
+        auto it = _segments.find(victim);
+        if (it != _segments.end() && it->second.bytes) {
+            _used -= it->second.bytes->size();
+            _cache_g.add(-static_cast<std::int64_t>(it->second.bytes->size()));
+            _m.cache_evictions.inc();
+            it->second.bytes.reset();
+        }
+    }
+}
+
+runtime::task<result<std::shared_ptr<const std::string>, store_error>> segment_cache::load_index(segment_entry& e,
+                                                                                                std::stop_token st) {
+    if (e.index) co_return e.index;
+    auto permit = co_await _budget.acquire(io_budget::priority::normal, st);
+    if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+    const auto t0 = _m.now();
+    auto r = co_await _store.get(index_key(_cfg.ns, _id, e.base), std::nullopt, st);
+    _m.store_done(store_op::get, key_kind::index, t0, 0, r ? r->data.size() : 0, r ? nullptr : &r.error());
+    if (!r) co_return failure{std::move(r).error()};
+    auto idx = decode_index(r->data);
+    if (!idx) co_return failure{store_error(errc::corrupt, idx.error().message)};
+    e.index = std::make_shared<const std::string>(std::move(r->data));
+    co_return e.index;
+}
+
+runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::int64_t base, std::int64_t offset,
+                                                                           std::stop_token st) {
+    auto& e = _segments.at(base);
+    if (e.bytes) {
+        ++_stats.cache_hits;
+        _m.cache_hits.inc();
+        const auto& b = *e.bytes;
+        co_return segment_slice{e.bytes, std::span<const char>(b.data() + segment_header_size,
+                                                               b.size() - segment_header_size - segment_footer_size)};
+    }
+    ++_stats.cache_misses;
+    _m.cache_misses.inc();
+    std::uint64_t pos = segment_header_size;
+    if (e.has_index) {
+        auto idx = co_await load_index(e, st);
+        if (idx) {
+            auto view = decode_index(**idx);
+            if (view) {
+                pos = static_cast<std::uint64_t>(
+                    std::max<std::int32_t>(lookup(*view, offset), static_cast<std::int32_t>(segment_header_size)));
+            }
+        } else if (idx.error().code == errc::cancelled) {
+            co_return failure{std::move(idx).error()};
+        } else {
+            // A missing or unreadable index falls back to walking the whole segment.
+            log::warn("{}: index of segment {} unusable ({}); walking the segment", _store.describe(), base,
+                      idx.error().message);
+            e.has_index = false;
+        }
+    }
+    co_return co_await slice_for_position(base, pos);
+}
+
+// The bytes from `pos` to the end of segment `base`: from the cache, from a GET already in
+// flight for the same range, or from a new GET. The GET runs under the log's gate, not the
+// caller's stop token, since other readers may be waiting on it; it is bounded by the
+// store's own deadline.
+runtime::task<result<segment_slice, store_error>> segment_cache::slice_for_position(std::int64_t base,
+                                                                                    std::uint64_t pos) {
+    auto it_seg = _segments.find(base);
+    if (it_seg == _segments.end()) co_return failure{store_error(errc::not_found, fmt::format("no segment {}", base))};
+    if (it_seg->second.bytes) co_return make_slice(it_seg->second.bytes, 0, true);
+    const bool whole = pos == segment_header_size;
+    const auto key = std::make_pair(base, pos);
+    if (auto it = _fetches.find(key); it != _fetches.end()) {
+        auto slot = it->second;
+        auto waited = co_await slot->wait();
+        // The slot is shared, so it cannot break; it has no stop or timeout of its own.
+        if (!waited) co_return failure{store_error(errc::cancelled, "cancelled")};
+        if (!waited->has_value()) co_return failure{waited->error()};
+        auto [owner, start] = waited->value();
+        co_return make_slice(owner, start, whole);
+    }
+    auto slot = std::make_shared<runtime::oneshot<fetched>>();
+    _fetches[key] = slot;
+    auto got = co_await fetch(base, pos, whole, _gate.stop_token());
+    slot->set(got);
+    _fetches.erase(key);
+    if (!got) co_return failure{std::move(got).error()};
+    co_return make_slice(got->first, got->second, whole);
+}
+
+segment_slice segment_cache::make_slice(const std::shared_ptr<const std::string>& owner, std::size_t start,
+                                        bool whole) {
+    if (whole) {
+        return segment_slice{owner, std::span<const char>(owner->data() + segment_header_size,
+                                                          owner->size() - segment_header_size - segment_footer_size)};
+    }
+    return segment_slice{owner, std::span<const char>(owner->data() + start, owner->size() - start)};
+}
+
+// One GET: the whole segment (validated, then cached) or a range from an index position.
+runtime::task<segment_cache::fetched> segment_cache::fetch(std::int64_t base, std::uint64_t pos, bool whole,
+                                                           std::stop_token st) {
+    auto permit = co_await _budget.acquire(io_budget::priority::normal, st);
+    if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+    std::optional<byte_range> range;
+    if (!whole) range = byte_range::from(pos);
+    const auto t0 = _m.now();
+    auto r = co_await _store.get(segment_key(_cfg.ns, _id, base), range, st);
+    _m.store_done(whole ? store_op::get : store_op::get_range, key_kind::kfs, t0, 0, r ? r->data.size() : 0,
+                  r ? nullptr : &r.error());
+    permit->release();
+    if (!r) co_return failure{std::move(r).error()};
+    auto data = std::make_shared<std::string>(std::move(r->data));
+    auto it = _segments.find(base);
+    if (whole) {
+        // Validate what we cache: a segment with a wrong footer is never served.
+        auto seg = decode_segment(*data);
+        if (!seg) {
+            if (it != _segments.end()) it->second.corrupt = true;
+            co_return failure{store_error(errc::corrupt, fmt::format("segment {} of {}/{} is corrupt: {}", base,
+                                                                     _id.topic, _id.partition, seg.error().message))};
+        }
+        std::shared_ptr<const std::string> shared = data;
+        if (it != _segments.end() && !it->second.bytes) {
+            it->second.last = seg->last_offset();
+            it->second.kfs_size = data->size();
+            it->second.bytes = shared;
+            cache_insert(base, data->size());
+        }
+        co_return std::make_pair(shared, std::size_t{0});
+    }
+    std::shared_ptr<const std::string> shared = data;
+    co_return std::make_pair(shared, std::size_t{0});
+}
+
+void segment_cache::prefetch_after(std::int64_t base, std::int64_t hwm) {
+    auto next = _segments.upper_bound(base);
+    if (next == _segments.end() || next->second.bytes || next->second.corrupt) return;
+    if (next->first >= hwm) return;
+    if (_fetches.count({next->first, segment_header_size})) return;
+    _m.prefetches.inc();
+    (void)_gate.spawn(prefetch(next->first));
+}
+
+runtime::task<void> segment_cache::prefetch(std::int64_t base) {
+    auto r = co_await slice_for_position(base, segment_header_size);
+    (void)r;
+}
+
+} // namespace skiff::storage::detail
