@@ -517,4 +517,8 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
     }
 }
 
+bool is_throttle(const error& e) noexcept {
+    return e.http_status == 503 || e.http_status == 429 || e.s3_code == "SlowDown";
+}
+
 } // namespace skiff::s3
