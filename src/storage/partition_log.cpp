@@ -1,5 +1,6 @@
 #include "log_instruments.hpp"
 
+#include <skiff/core/backoff.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/gate.hpp>
@@ -18,7 +19,6 @@
 #include <charconv>
 #include <deque>
 #include <map>
-#include <random>
 
 namespace skiff::storage {
 
@@ -136,7 +136,7 @@ struct partition_log::state {
         : store(st), budget(b), id(std::move(i)), cfg(std::move(c)),
           memory(cfg.max_pending_bytes, "log-memory"),
           flush_timer([this] { on_flush_timer(); }),
-          rng(std::random_device{}()),
+          upload_backoff(cfg.retry_base, cfg.retry_cap),
           m(detail::log_instruments::make()) {
         buffered_g.bind(m.buffered_bytes);
         uploading_g.bind(m.flushes_in_flight);
@@ -158,7 +158,7 @@ struct partition_log::state {
     runtime::gate gate{"partition-log"};
     runtime::semaphore memory;
     runtime::timer flush_timer;
-    std::mt19937_64 rng;
+    full_jitter_backoff upload_backoff; // upload()'s delays, one generator per partition
 
     std::int64_t next_offset = 0;
     std::int64_t hwm = 0;
@@ -323,17 +323,16 @@ struct partition_log::state {
 
     void on_flush_timer() { maybe_flush(); }
 
-    std::chrono::nanoseconds backoff(int attempt) {
-        auto cap = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.retry_cap);
-        auto base = std::chrono::duration_cast<std::chrono::nanoseconds>(cfg.retry_base);
-        auto window = base * (std::int64_t{1} << std::min(attempt, 20));
-        if (window > cap || window.count() <= 0) window = cap;
-        std::uniform_int_distribution<std::int64_t> d(0, std::max<std::int64_t>(window.count(), 1));
-        return std::chrono::nanoseconds(d(rng));
-    }
-
     // Uploads one object of a job until it is stored or the log shuts down. Retries use the
     // same key and the same bytes: a segment never changes once built.
+    //
+    // This is the only retry loop of a flush upload (docs/retries.md): each attempt is one
+    // store request (put_once, so the S3 client does not retry underneath), under its own
+    // budget permit, with full-jitter backoff between attempts and no deadline: while the log
+    // is open, giving up would lose acknowledged-to-be data. The budget hears a throttled
+    // attempt from the store's throttle observer at that attempt, not from here: other
+    // transient failures (resets, 500s) must not shrink it, and counting here too would halve
+    // it twice for one SlowDown.
     runtime::task<void> upload(flush_job* job, int which) {
         const std::string key = which == 0 ? segment_key(cfg.ns, id, job->base) : index_key(cfg.ns, id, job->base);
         std::shared_ptr<const std::string> body = which == 0 ? job->kfs : job->index;
@@ -356,7 +355,7 @@ struct partition_log::state {
             }
             std::span<const char> bytes(body->data(), body->size());
             const auto t0 = m.now();
-            auto r = co_await store.put(key, bytes, false, st);
+            auto r = co_await store.put_once(key, bytes, false, st);
             m.store_done(detail::store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
             permit->release();
             if (r) {
@@ -370,13 +369,12 @@ struct partition_log::state {
                 job->failed = true;
                 co_return;
             }
-            if (r.error().code == errc::transient) budget.on_throttled();
             ++stats.upload_retries;
             m.upload_retries[static_cast<std::size_t>(which)].inc();
             if (attempt == 0 || attempt % 10 == 0) {
                 log::warn("upload of {} failed ({}); retrying", key, r.error().message);
             }
-            auto slept = co_await runtime::sleep(backoff(attempt), st);
+            auto slept = co_await runtime::sleep(upload_backoff.delay(attempt), st);
             if (!slept) {
                 job->failed = true;
                 co_return;
