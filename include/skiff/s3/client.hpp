@@ -73,9 +73,11 @@ struct attempt_outcome {
     const error* failure = nullptr; // null when the attempt succeeded
     bool throttled = false;         // the server asked to slow down (is_throttle in classify.hpp)
 };
-// Called on the client's core, synchronously; it must not call back into the client. This is
-// how the storage engine's io budget hears SlowDown at the attempt that got it, also when the
-// client retries it (docs/retries.md).
+// Called on the client's core, synchronously, once per request that was answered or failed
+// in transport (not for one cut short by cancellation or the deadline, nor when signing
+// failed and nothing was sent); it must not call back into the client. This is how the
+// storage engine's io budget hears SlowDown at the attempt that got it, also when the client
+// retries it (docs/retries.md).
 using attempt_observer = std::function<void(const attempt_outcome&)>;
 
 // Option structs passed to coroutines are deliberately not aggregates (they declare a
