@@ -64,6 +64,8 @@ result<void, std::string> open_store(shard& sh) {
         sh.store = std::move(*s);
     }
     sh.budget = std::make_unique<storage::io_budget>(64, &sh.shared->io_cap);
+    // SlowDown halves the budget at the request that got it (docs/retries.md).
+    sh.budget->listen_to(*sh.store);
     group_config gc;
     gc.ns = cfg.ns;
     gc.initial_rebalance_delay = cfg.group_initial_rebalance_delay;

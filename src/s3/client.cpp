@@ -33,15 +33,10 @@ std::optional<std::uint64_t> parse_u64(std::string_view s) {
 
 backoff_time_point to_backoff(runtime::time_point t) { return backoff_time_point(t.time_since_epoch()); }
 
-bool key_ends_with(std::string_view key, std::string_view suffix) noexcept {
-    return key.size() >= suffix.size() && key.substr(key.size() - suffix.size()) == suffix;
-}
-
 // The `op` label: GETs of a range and of a whole object are separate series (a range GET of
 // a segment is a read from an index position; a whole GET fills the cache).
 enum class metric_op : std::uint8_t { put, get, get_range, head, del, list, count_ };
 constexpr std::size_t n_ops = static_cast<std::size_t>(metric_op::count_);
-constexpr std::size_t n_kinds = static_cast<std::size_t>(object_kind::count_);
 constexpr std::size_t n_classes = 16; // indexed by errc value, as client_stats::errors_by_class
 
 const char* op_label(metric_op o) noexcept {
@@ -57,62 +52,32 @@ const char* op_label(metric_op o) noexcept {
     return "other";
 }
 
-// Throttling answers (what io_budget's AIMD reacts to): 503, 429, SlowDown.
-bool is_throttle(const error& e) noexcept {
-    return e.http_status == 503 || e.http_status == 429 || e.s3_code == "SlowDown";
-}
-
 } // namespace
 
-object_kind object_kind_of(std::string_view key) noexcept {
-    if (key_ends_with(key, ".kfs")) return object_kind::kfs;
-    if (key_ends_with(key, ".index")) return object_kind::index;
-    return object_kind::other;
-}
-
-const char* to_string(object_kind k) noexcept {
-    switch (k) {
-    case object_kind::kfs: return "kfs";
-    case object_kind::index: return "index";
-    case object_kind::other:
-    case object_kind::count_: break;
-    }
-    return "other";
-}
-
-// Handles into this core's registry, registered once per client (setup time). Updating them
-// is a pointer test and an add: no allocation, no lock.
+// Handles into this core's registry, registered when the client is created and when a new
+// `kind` label first shows up (at most max_metric_kinds of them). Updating them is a pointer
+// test and an add: no allocation, no lock.
 struct client::instruments {
     struct slot {
         metrics::counter requests, retries, sent, received;
         metrics::histogram request_lat, operation_lat;
     };
-    std::array<slot, n_ops * n_kinds> slots;
+    struct kind_slots {
+        std::string name;
+        std::array<slot, n_ops> by_op;
+    };
+    // Reserved up front: slot pointers handed to running operations stay valid. [0] is "other".
+    std::vector<kind_slots> kinds;
     std::array<metrics::counter, n_ops * n_classes> errors;
     std::array<metrics::counter, n_ops> throttled;
     metrics::gauge in_flight;
 
     instruments() {
         auto& reg = metrics::registry::local();
+        kinds.reserve(max_metric_kinds);
+        add_kind("other");
         for (std::size_t o = 0; o < n_ops; ++o) {
             const auto op = static_cast<metric_op>(o);
-            for (std::size_t k = 0; k < n_kinds; ++k) {
-                const char* kind = op == metric_op::list ? "none" : to_string(static_cast<object_kind>(k));
-                const metrics::labels l{{"op", op_label(op)}, {"kind", kind}};
-                auto& s = slots[o * n_kinds + k];
-                s.requests = reg.counter("skiff_s3_requests_total", "HTTP requests sent to S3 (every attempt).", l);
-                s.retries = reg.counter("skiff_s3_retries_total", "S3 requests that failed and were sent again.", l);
-                s.sent = reg.counter("skiff_s3_sent_bytes_total", "Request body bytes sent to S3 (every attempt).", l,
-                                     metrics::unit::bytes);
-                s.received = reg.counter("skiff_s3_received_bytes_total",
-                                         "Response body bytes received from S3 (every attempt).", l,
-                                         metrics::unit::bytes);
-                s.request_lat = reg.histogram("skiff_s3_request_duration_seconds",
-                                              "Latency of one S3 HTTP request (one attempt).", metrics::unit::seconds, l);
-                s.operation_lat = reg.histogram("skiff_s3_operation_duration_seconds",
-                                                "Latency of one S3 operation: all its attempts and backoff.",
-                                                metrics::unit::seconds, l);
-            }
             for (std::size_t c = 1; c <= static_cast<std::size_t>(errc::config); ++c) {
                 errors[o * n_classes + c] =
                     reg.counter("skiff_s3_errors_total", "S3 operations that failed, by error class (after retries).",
@@ -122,6 +87,41 @@ struct client::instruments {
                                        "S3 answers that asked to slow down (503, 429, SlowDown).", {{"op", op_label(op)}});
         }
         in_flight = reg.gauge("skiff_s3_requests_in_flight", "S3 HTTP requests sent and not yet answered.");
+    }
+
+    void add_kind(std::string_view name) {
+        auto& reg = metrics::registry::local();
+        auto& k = kinds.emplace_back();
+        k.name = std::string(name);
+        for (std::size_t o = 0; o < n_ops; ++o) {
+            const auto op = static_cast<metric_op>(o);
+            // Every kind shares list's series: a listing names a prefix, not an object.
+            const std::string kind = op == metric_op::list ? "none" : k.name;
+            const metrics::labels l{{"op", op_label(op)}, {"kind", kind}};
+            auto& s = k.by_op[o];
+            s.requests = reg.counter("skiff_s3_requests_total", "HTTP requests sent to S3 (every attempt).", l);
+            s.retries = reg.counter("skiff_s3_retries_total", "S3 requests that failed and were sent again.", l);
+            s.sent = reg.counter("skiff_s3_sent_bytes_total", "Request body bytes sent to S3 (every attempt).", l,
+                                 metrics::unit::bytes);
+            s.received = reg.counter("skiff_s3_received_bytes_total",
+                                     "Response body bytes received from S3 (every attempt).", l, metrics::unit::bytes);
+            s.request_lat = reg.histogram("skiff_s3_request_duration_seconds",
+                                          "Latency of one S3 HTTP request (one attempt).", metrics::unit::seconds, l);
+            s.operation_lat = reg.histogram("skiff_s3_operation_duration_seconds",
+                                            "Latency of one S3 operation: all its attempts and backoff.",
+                                            metrics::unit::seconds, l);
+        }
+    }
+
+    kind_slots& kind(std::string_view name) {
+        if (name.empty()) return kinds[0];
+        for (auto& k : kinds) {
+            if (k.name == name) return k;
+        }
+        // A bounded label set: a caller passing ever new labels must not grow the registry.
+        if (kinds.size() >= max_metric_kinds) return kinds[0];
+        add_kind(name);
+        return kinds.back();
     }
 };
 
@@ -171,8 +171,12 @@ client::client(client_config cfg, endpoint ep)
 
 client::~client() = default;
 
+void client::declare_metric_kind(std::string_view kind) {
+    if (_m) (void)_m->kind(kind);
+}
+
 runtime::task<result<http::response, error>> client::execute(op_kind kind, const attempt_spec& spec,
-                                                             std::stop_token st) {
+                                                             const request_options& opts, std::stop_token st) {
     auto& r = runtime::reactor::local();
     auto& stats = _stats.by_op[static_cast<std::size_t>(kind)];
     ++stats.operations;
@@ -197,7 +201,19 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
     }
     const std::size_t mo = static_cast<std::size_t>(mop);
     instruments* m = _m.get();
-    instruments::slot* ms = m ? &m->slots[mo * n_kinds + static_cast<std::size_t>(object_kind_of(spec.key))] : nullptr;
+    instruments::slot* ms = m ? &m->kind(opts.kind).by_op[mo] : nullptr;
+    // The caller may ask for fewer requests than the configured policy, never for more.
+    retry_policy policy = _cfg.retry;
+    if (opts.max_attempts > 0 && opts.max_attempts < policy.max_attempts) policy.max_attempts = opts.max_attempts;
+    auto tell = [&](int attempt, const error* failure, bool throttled) {
+        if (!opts.on_attempt) return;
+        attempt_outcome o;
+        o.op = kind;
+        o.attempt = attempt;
+        o.failure = failure;
+        o.throttled = throttled;
+        opts.on_attempt(o);
+    };
     const auto op_start = m ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
 
     auto fail = [&](error e) -> error {
@@ -269,15 +285,18 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
             stats.bytes_received += resp->body.size();
             if (is_success(resp->status)) {
                 if (m) ms->operation_lat.record(std::chrono::steady_clock::now() - op_start);
+                tell(attempt, nullptr, false);
                 co_return std::move(*resp);
             }
             err = classify_http(resp->status, spec.method, resp->body, target);
         }
-        if (m && is_throttle(err)) m->throttled[mo].inc();
+        const bool throttled = is_throttle(err);
+        if (m && throttled) m->throttled[mo].inc();
         err.attempts = attempt;
+        tell(attempt, &err, throttled);
 
         auto delay = _backoff.delay(attempt - 1);
-        if (!should_retry(err, attempt, to_backoff(r.now()), to_backoff(deadline), delay, _cfg.retry)) {
+        if (!should_retry(err, attempt, to_backoff(r.now()), to_backoff(deadline), delay, policy)) {
             if (err.retryable() && attempt > 1) {
                 err.message += fmt::format(" (gave up after {} attempts)", attempt);
             }
@@ -311,7 +330,7 @@ runtime::task<result<put_result, error>> client::put_object(std::string_view buc
                             static_cast<char>(v)};
         spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(be, 4))});
     }
-    auto resp = co_await execute(op_kind::put, spec, st);
+    auto resp = co_await execute(op_kind::put, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
     put_result out;
     if (auto* etag = resp->header("etag")) out.etag = *etag;
@@ -319,7 +338,8 @@ runtime::task<result<put_result, error>> client::put_object(std::string_view buc
 }
 
 runtime::task<result<get_result, error>> client::get_object(std::string_view bucket, std::string_view key,
-                                                            std::optional<byte_range> range, std::stop_token st) {
+                                                            std::optional<byte_range> range, request_options opts,
+                                                            std::stop_token st) {
     attempt_spec spec;
     spec.method = "GET";
     spec.bucket = bucket;
@@ -327,7 +347,7 @@ runtime::task<result<get_result, error>> client::get_object(std::string_view buc
     spec.payload_hash = std::string(empty_payload_sha256);
     if (range) spec.headers.push_back({"range", range->header_value()});
     spec.ranged = range.has_value();
-    auto resp = co_await execute(op_kind::get, spec, st);
+    auto resp = co_await execute(op_kind::get, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
     get_result out;
     out.object_size = resp->body.size();
@@ -352,13 +372,13 @@ runtime::task<result<get_result, error>> client::get_object(std::string_view buc
 }
 
 runtime::task<result<object_meta, error>> client::head_object(std::string_view bucket, std::string_view key,
-                                                               std::stop_token st) {
+                                                               request_options opts, std::stop_token st) {
     attempt_spec spec;
     spec.method = "HEAD";
     spec.bucket = bucket;
     spec.key = key;
     spec.payload_hash = std::string(empty_payload_sha256);
-    auto resp = co_await execute(op_kind::head, spec, st);
+    auto resp = co_await execute(op_kind::head, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
     object_meta m;
     const std::string* len = resp->header("content-length");
@@ -371,13 +391,13 @@ runtime::task<result<object_meta, error>> client::head_object(std::string_view b
 }
 
 runtime::task<result<void, error>> client::delete_object(std::string_view bucket, std::string_view key,
-                                                         std::stop_token st) {
+                                                         request_options opts, std::stop_token st) {
     attempt_spec spec;
     spec.method = "DELETE";
     spec.bucket = bucket;
     spec.key = key;
     spec.payload_hash = std::string(empty_payload_sha256);
-    auto resp = co_await execute(op_kind::del, spec, st);
+    auto resp = co_await execute(op_kind::del, spec, opts, st);
     if (!resp) {
         if (resp.error().code == errc::not_found && resp.error().s3_code != "NoSuchBucket") co_return ok();
         co_return failure{std::move(resp).error()};
@@ -386,7 +406,7 @@ runtime::task<result<void, error>> client::delete_object(std::string_view bucket
 }
 
 runtime::task<result<list_page, error>> client::list_objects_v2(std::string_view bucket, list_request req,
-                                                                std::stop_token st) {
+                                                                request_options opts, std::stop_token st) {
     attempt_spec spec;
     spec.method = "GET";
     spec.bucket = bucket;
@@ -398,7 +418,7 @@ runtime::task<result<list_page, error>> client::list_objects_v2(std::string_view
     if (!req.start_after.empty()) spec.query.emplace_back("start-after", req.start_after);
     if (!req.continuation_token.empty()) spec.query.emplace_back("continuation-token", req.continuation_token);
     if (req.max_keys > 0) spec.query.emplace_back("max-keys", std::to_string(req.max_keys));
-    auto resp = co_await execute(op_kind::list, spec, st);
+    auto resp = co_await execute(op_kind::list, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
     co_return parse_list_objects_v2(resp->body);
 }

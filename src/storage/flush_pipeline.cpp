@@ -11,7 +11,7 @@ namespace skiff::storage::detail {
 flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
                                runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed)
     : _store(store), _budget(budget), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats),
-      _on_committed(std::move(on_committed)), _flush_timer([this] { maybe_flush(); }), _rng(std::random_device{}()) {
+      _on_committed(std::move(on_committed)), _flush_timer([this] { maybe_flush(); }), _upload_backoff(_cfg.retry_base, _cfg.retry_cap) {
     _buffered_g.bind(m.buffered_bytes);
     _uploading_g.bind(m.flushes_in_flight);
 }
@@ -153,17 +153,16 @@ void flush_pipeline::maybe_flush() {
 
 // ---- uploads --------------------------------------------------------------------------------
 
-std::chrono::nanoseconds flush_pipeline::backoff(int attempt) {
-    auto cap = std::chrono::duration_cast<std::chrono::nanoseconds>(_cfg.retry_cap);
-    auto base = std::chrono::duration_cast<std::chrono::nanoseconds>(_cfg.retry_base);
-    auto window = base * (std::int64_t{1} << std::min(attempt, 20));
-    if (window > cap || window.count() <= 0) window = cap;
-    std::uniform_int_distribution<std::int64_t> d(0, std::max<std::int64_t>(window.count(), 1));
-    return std::chrono::nanoseconds(d(_rng));
-}
-
 // Uploads one object of a job until it is stored or the log shuts down. Retries use the
 // same key and the same bytes: a segment never changes once built.
+//
+// This is the only retry loop of a flush upload (docs/retries.md): each attempt is one
+// store request (put_once, so the S3 client does not retry underneath), under its own
+// budget permit, with full-jitter backoff between attempts and no deadline: while the log
+// is open, giving up would lose acknowledged-to-be data. The budget hears a throttled
+// attempt from the store's throttle observer at that attempt, not from here: other
+// transient failures (resets, 500s) must not shrink it, and counting here too would halve
+// it twice for one SlowDown.
 runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
     const std::string key = which == 0 ? segment_key(_cfg.ns, _id, job->base) : index_key(_cfg.ns, _id, job->base);
     std::shared_ptr<const std::string> body = which == 0 ? job->kfs : job->index;
@@ -186,7 +185,7 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
         }
         std::span<const char> bytes(body->data(), body->size());
         const auto t0 = _m.now();
-        auto r = co_await _store.put(key, bytes, false, st);
+        auto r = co_await _store.put_once(key, bytes, false, st);
         _m.store_done(store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
         permit->release();
         if (r) {
@@ -200,13 +199,12 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
             job->failed = true;
             co_return;
         }
-        if (r.error().code == errc::transient) _budget.on_throttled();
         ++_stats.upload_retries;
         _m.upload_retries[static_cast<std::size_t>(which)].inc();
         if (attempt == 0 || attempt % 10 == 0) {
             log::warn("upload of {} failed ({}); retrying", key, r.error().message);
         }
-        auto slept = co_await runtime::sleep(backoff(attempt), st);
+        auto slept = co_await runtime::sleep(_upload_backoff.delay(attempt), st);
         if (!slept) {
             job->failed = true;
             co_return;

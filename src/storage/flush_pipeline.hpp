@@ -14,6 +14,7 @@
 
 #include "log_instruments.hpp"
 
+#include <skiff/core/backoff.hpp>
 #include <skiff/core/result.hpp>
 #include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/gate.hpp>
@@ -34,7 +35,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <vector>
@@ -118,7 +118,6 @@ private:
 
     void seal();
     void pump();
-    std::chrono::nanoseconds backoff(int attempt);
     runtime::task<void> upload(flush_job* job, int which);
     runtime::task<void> run_job(flush_job* job);
     void commit_ready();
@@ -148,7 +147,7 @@ private:
     int _uploading = 0;
     bool _closing = false;
     runtime::timer _flush_timer;
-    std::mt19937_64 _rng;
+    full_jitter_backoff _upload_backoff; // upload()'s delays, one generator per partition
     gauge_share _buffered_g, _uploading_g;
 };
 

@@ -1,5 +1,6 @@
 #include <skiff/runtime/timer.hpp>
 #include <skiff/storage/io_budget.hpp>
+#include <skiff/storage/object_store.hpp>
 
 #include <chrono>
 
@@ -80,6 +81,10 @@ void io_budget::on_throttled() noexcept {
         _m.limit.sub(static_cast<std::int64_t>(cur - next));
         ++_stats.decreases;
     }
+}
+
+void io_budget::listen_to(object_store& store) {
+    store.set_throttle_observer([this] { on_throttled(); });
 }
 
 void io_budget::on_success() noexcept {

@@ -35,7 +35,11 @@ runtime::task<std::optional<store_error>> memory_store::enter(const char* op, co
     }
     if (!fault) co_return std::nullopt;
     switch (*fault) {
-    case mem_fault::fail_transient: co_return store_error(errc::transient, fmt::format("{} {}: injected SlowDown", op, key));
+    case mem_fault::fail_transient:
+        notify_throttled();
+        co_return store_error(errc::transient, fmt::format("{} {}: injected SlowDown", op, key), true);
+    case mem_fault::fail_reset:
+        co_return store_error(errc::transient, fmt::format("{} {}: injected connection reset", op, key));
     case mem_fault::fail_permanent: co_return store_error(errc::permanent, fmt::format("{} {}: injected access denied", op, key));
     case mem_fault::lost_answer:
         if (lost_answer) *lost_answer = true;

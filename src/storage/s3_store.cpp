@@ -2,6 +2,7 @@
 #include <skiff/storage/s3_store.hpp>
 
 #include <skiff/core/crc32c.hpp>
+#include <skiff/s3/classify.hpp>
 #include <skiff/s3/client.hpp>
 
 #include <fmt/format.h>
@@ -18,7 +19,24 @@ using runtime::task;
 constexpr std::size_t max_s3_key = 1024;
 constexpr int max_page = 1000;
 
+bool ends_with(std::string_view s, std::string_view suffix) noexcept {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
 } // namespace
+
+std::string_view s3_store::metric_kind(std::string_view key) noexcept {
+    if (ends_with(key, ".kfs")) return "kfs";
+    if (ends_with(key, ".index")) return "index";
+    return "other";
+}
+
+void s3_store::fill(s3::request_options& o, std::string_view key) const {
+    o.kind = metric_kind(key);
+    o.on_attempt = [this](const s3::attempt_outcome& a) {
+        if (a.throttled) notify_throttled();
+    };
+}
 
 s3_store::s3_store(s3::client& client, std::string bucket, std::string prefix)
     : _client(client), _bucket(std::move(bucket)), _prefix(std::move(prefix)) {}
@@ -40,6 +58,9 @@ result<std::unique_ptr<s3_store>, store_error> s3_store::create(s3::client& clie
     // "s3://b/p" and "s3://b/p/" are one store: keys live below the prefix as a directory, so
     // store "p" never sees the objects of a neighbouring store "p2".
     if (!prefix.empty() && prefix.back() != '/') prefix += '/';
+    // The series operators know are there from the start, at zero.
+    client.declare_metric_kind("kfs");
+    client.declare_metric_kind("index");
     return std::unique_ptr<s3_store>(new s3_store(client, std::string(bucket), std::move(prefix)));
 }
 
@@ -65,20 +86,32 @@ store_error s3_store::map_error(const s3::error& e, std::string_view what) {
     case s3::errc::signature_mismatch:
     case s3::errc::config: code = errc::permanent; break;
     }
-    return {code, fmt::format("{} failed: {}", what, e.message)};
+    return {code, fmt::format("{} failed: {}", what, e.message), s3::is_throttle(e)};
 }
 
 task<result<void, store_error>> s3_store::put(std::string key, std::span<const char> body, bool if_absent,
                                               std::stop_token st) {
+    return put_with(std::move(key), body, if_absent, 0, std::move(st));
+}
+
+task<result<void, store_error>> s3_store::put_once(std::string key, std::span<const char> body, bool if_absent,
+                                                   std::stop_token st) {
+    return put_with(std::move(key), body, if_absent, 1, std::move(st));
+}
+
+task<result<void, store_error>> s3_store::put_with(std::string key, std::span<const char> body, bool if_absent,
+                                                   int max_attempts, std::stop_token st) {
     if (auto bad = check_key(key)) co_return failure{std::move(*bad)};
     const std::string full = object_key(key);
     if (full.size() > max_s3_key) {
         co_return failure{store_error(errc::invalid_argument,
                                       fmt::format("key '{}' is too long for S3 with the prefix '{}'", key, _prefix))};
     }
-    // Named, not a braced temporary: see put_options (g++ 12 and aggregate prvalues in
-    // co_await expressions).
+    // Named options, not braced temporaries: see s3::put_options (g++ 12 and aggregate
+    // prvalues in co_await expressions).
     s3::put_options opts;
+    fill(opts, key);
+    opts.max_attempts = max_attempts;
     opts.if_none_match = if_absent;
     opts.crc32c = skiff::crc32c(body.data(), body.size());
     auto r = co_await _client.put_object(_bucket, full, body, opts, st);
@@ -106,7 +139,9 @@ task<result<get_result, store_error>> s3_store::get(std::string key, std::option
         }
     }
     const std::string full = object_key(key);
-    auto r = co_await _client.get_object(_bucket, full, s3_range, st);
+    s3::request_options opts;
+    fill(opts, key);
+    auto r = co_await _client.get_object(_bucket, full, s3_range, opts, st);
     if (!r) co_return failure{map_error(r.error(), fmt::format("get of 's3://{}/{}'", _bucket, full))};
     get_result out;
     out.data = std::move(r->body);
@@ -117,7 +152,9 @@ task<result<get_result, store_error>> s3_store::get(std::string key, std::option
 task<result<std::uint64_t, store_error>> s3_store::size(std::string key, std::stop_token st) {
     if (auto bad = check_key(key)) co_return failure{std::move(*bad)};
     const std::string full = object_key(key);
-    auto r = co_await _client.head_object(_bucket, full, st);
+    s3::request_options opts;
+    fill(opts, key);
+    auto r = co_await _client.head_object(_bucket, full, opts, st);
     if (!r) co_return failure{map_error(r.error(), fmt::format("size (HEAD) of 's3://{}/{}'", _bucket, full))};
     co_return std::uint64_t{r->size};
 }
@@ -125,7 +162,9 @@ task<result<std::uint64_t, store_error>> s3_store::size(std::string key, std::st
 task<result<void, store_error>> s3_store::remove(std::string key, std::stop_token st) {
     if (auto bad = check_key(key)) co_return failure{std::move(*bad)};
     const std::string full = object_key(key);
-    auto r = co_await _client.delete_object(_bucket, full, st);
+    s3::request_options opts;
+    fill(opts, key);
+    auto r = co_await _client.delete_object(_bucket, full, opts, st);
     if (!r) co_return failure{map_error(r.error(), fmt::format("remove of 's3://{}/{}'", _bucket, full))};
     co_return ok();
 }
@@ -137,7 +176,9 @@ task<result<list_result, store_error>> s3_store::list(std::string prefix, std::s
     if (!start_after.empty()) req.start_after = object_key(start_after);
     req.continuation_token = std::move(token);
     req.max_keys = (max_keys <= 0 || max_keys > max_page) ? max_page : max_keys;
-    auto r = co_await _client.list_objects_v2(_bucket, std::move(req), st);
+    s3::request_options opts;
+    fill(opts, prefix);
+    auto r = co_await _client.list_objects_v2(_bucket, std::move(req), opts, st);
     if (!r) {
         co_return failure{map_error(r.error(), fmt::format("list of 's3://{}/{}'", _bucket, object_key(prefix)))};
     }

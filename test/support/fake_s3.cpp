@@ -274,6 +274,7 @@ struct active_rule {
     fault_rule rule;
     std::regex re;
     int remaining = 0;
+    std::uint64_t matched = 0; // for fault_rule::every
 };
 
 struct connection {
@@ -922,6 +923,7 @@ struct fake_s3::impl {
             if (r.remaining == 0) continue;
             if (!r.rule.method.empty() && r.rule.method != "*" && r.rule.method != req.method) continue;
             if (!std::regex_search(key, r.re) && !std::regex_search(line, r.re)) continue;
+            if (r.rule.every > 1 && ++r.matched % static_cast<std::uint64_t>(r.rule.every) != 0) continue;
             if (r.remaining > 0) --r.remaining;
             return r.rule;
         }

@@ -54,6 +54,9 @@ struct fault_rule {
     fault_when when = fault_when::before;
     int count = 1;                      // fail the next `count` matching requests; -1 = always
     std::chrono::milliseconds delay{0}; // for fault_action::delay
+    // Fail only every `every`-th matching request (the 2nd, 4th, ... for 2): a deterministic
+    // share of the traffic; `count` counts the failures. The others go on to later rules.
+    int every = 1;
 };
 
 // One request as the server saw it.

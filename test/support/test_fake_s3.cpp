@@ -687,6 +687,19 @@ TEST_CASE("fake_s3 fault: status codes before and after applying", "[fake_s3][fa
         CHECK(skiff::s3::parse_error_body(r.body)->code == "InternalError");
         CHECK(s3.has_object(bucket, "k"));
     }
+    SECTION("every: a deterministic share of the matching requests") {
+        fault_rule rule;
+        rule.method = "PUT";
+        rule.every = 3;
+        rule.count = 2;
+        const int id = s3.add_rule(rule);
+        std::vector<int> statuses;
+        for (int i = 0; i < 9; ++i) statuses.push_back(c.request("PUT", obj("k" + std::to_string(i)), "v").status);
+        CHECK(statuses == std::vector<int>{200, 200, 503, 200, 200, 503, 200, 200, 200});
+        CHECK(c.request("GET", obj("k0")).status == 200); // not a PUT: not counted
+        CHECK(s3.rule_remaining(id) == 0);
+        CHECK(s3.stats().faults_injected == 2);
+    }
     SECTION("500 with an empty body") {
         fault_rule rule;
         rule.action = fault_action::status_500_empty_body;

@@ -1,5 +1,6 @@
-// Retry policy for S3 requests: full-jitter exponential backoff ("Exponential Backoff And
-// Jitter", AWS Architecture Blog, 2015) and the decision whether another attempt is allowed.
+// Retry policy for S3 requests: how many attempts, the backoff window (the delay math is
+// core/backoff.hpp's full jitter, shared with storage) and the decision whether another
+// attempt is allowed.
 //
 // No clock and no sleeping here: the retry loop passes `now` from the reactor's clock (a
 // manual clock in tests) and sleeps for the delay itself.
@@ -10,6 +11,7 @@
 #include <functional>
 #include <random>
 
+#include <skiff/core/backoff.hpp>
 #include <skiff/s3/error.hpp>
 
 namespace skiff::s3 {
@@ -22,14 +24,15 @@ struct retry_policy {
 
 // Same representation as skiff::runtime::time_point and duration (steady clock, nanoseconds),
 // without making this layer depend on the runtime.
-using backoff_duration = std::chrono::nanoseconds;
+using backoff_duration = skiff::backoff_duration;
 using backoff_time_point = std::chrono::time_point<std::chrono::steady_clock, backoff_duration>;
 
-// Draws retry delays. Not thread-safe: one object per retry loop (or per core).
+// Draws retry delays for a retry_policy (full_jitter_backoff over its base and cap). Not
+// thread-safe: one object per retry loop (or per core).
 class backoff {
 public:
     // Returns a uniformly distributed number in [0, 1); values outside are clamped.
-    using random_source = std::function<double()>;
+    using random_source = full_jitter_backoff::random_source;
 
     // Seeded generator; the default seed comes from std::random_device.
     explicit backoff(retry_policy policy = {}, std::uint64_t seed = std::random_device{}());
@@ -46,11 +49,8 @@ public:
     const retry_policy& policy() const noexcept { return _policy; }
 
 private:
-    double draw();
-
     retry_policy _policy;
-    std::mt19937_64 _rng;
-    random_source _source; // when set, used instead of _rng
+    full_jitter_backoff _jitter;
 };
 
 // Whether to send another request after `e`, given that `attempts_so_far` requests were

@@ -52,4 +52,9 @@ error classify_http(int status, std::string_view method, std::string_view body, 
 //  - invalid_request: local failures (read callback, bad option).
 error classify_transport(int curl_code, std::string_view curl_message, std::string_view endpoint);
 
+// Whether a failed request was the server asking to slow down (what an adaptive concurrency
+// limit reacts to): HTTP 503, HTTP 429, or the S3 code SlowDown. Other retryable failures
+// (500, resets, timeouts, refused connections) are not throttling.
+bool is_throttle(const error& e) noexcept;
+
 } // namespace skiff::s3

@@ -2,8 +2,10 @@
 // http::client, classified at the boundary, and retried with full-jitter backoff under the
 // operation's deadline.
 //
-// Layers (Redpanda's split): sigv4/uri sign and address (pure); this client makes requests and
-// classifies outcomes; the storage engine above decides what to retry at the domain level.
+// Layers (Redpanda's split): sigv4/uri sign and address (pure); this client makes requests,
+// classifies outcomes and retries them a bounded number of times (or once, when the caller
+// owns the retry loop: request_options::max_attempts); the storage engine above decides what
+// to retry at the domain level. Who retries what: docs/retries.md.
 //
 // A client belongs to the reactor (core) that created it. Every operation takes a
 // stop_token; a cancelled operation resolves errc::cancelled, never success.
@@ -61,12 +63,42 @@ struct byte_range {
     std::string header_value() const; // "bytes=0-9", "bytes=5-", "bytes=-4"
 };
 
+enum class op_kind : std::uint8_t { put, get, head, del, list, count_ };
+
+// What the client tells an attempt observer after each request of an operation, once its
+// answer is classified and before any backoff.
+struct attempt_outcome {
+    op_kind op = op_kind::put;
+    int attempt = 1;                // 1 for the operation's first request
+    const error* failure = nullptr; // null when the attempt succeeded
+    bool throttled = false;         // the server asked to slow down (is_throttle in classify.hpp)
+};
+// Called on the client's core, synchronously, once per request that was answered or failed
+// in transport (not for one cut short by cancellation or the deadline, nor when signing
+// failed and nothing was sent); it must not call back into the client. This is how the
+// storage engine's io budget hears SlowDown at the attempt that got it, also when the client
+// retries it (docs/retries.md).
+using attempt_observer = std::function<void(const attempt_outcome&)>;
+
 // Option structs passed to coroutines are deliberately not aggregates (they declare a
 // constructor): g++ 12 destroys an aggregate prvalue argument created inside a co_await
 // expression twice (`co_await c.put_object(..., {})` frees a string twice). Non-aggregates
 // are handled correctly, and designated initializers, which would bring the bug back, do not
 // compile.
-struct put_options {
+struct request_options {
+    request_options() = default;
+    // The `kind` label of this operation's metrics: the caller knows what its keys name (the
+    // storage engine says "kfs" / "index"); empty means "other". Must stay valid until the
+    // operation completes (a literal). A client keeps at most max_metric_kinds labels; any
+    // further one counts as "other". Ignored for list (always "none").
+    std::string_view kind;
+    // Requests this operation may send: 0 uses client_config::retry.max_attempts; 1 sends one
+    // request and leaves retrying to the caller. Never more than the configured policy allows.
+    int max_attempts = 0;
+    attempt_observer on_attempt; // optional
+};
+
+struct put_options : request_options {
     put_options() = default;
     bool if_none_match = false;           // If-None-Match: * (fails precondition_failed if the key exists)
     std::optional<std::uint32_t> crc32c;  // sent as x-amz-checksum-crc32c (base64 of big-endian value)
@@ -98,14 +130,8 @@ struct list_request {
     int max_keys = 1000;
 };
 
-enum class op_kind : std::uint8_t { put, get, head, del, list, count_ };
-
-// What an object key names, for the `kind` label of the client's metrics: the storage
-// engine's segment (.kfs) and index (.index) objects, or anything else. Decided by the key's
-// suffix only (the client knows nothing else about keys).
-enum class object_kind : std::uint8_t { kfs, index, other, count_ };
-object_kind object_kind_of(std::string_view key) noexcept;
-const char* to_string(object_kind k) noexcept;
+// The most distinct `kind` labels one client registers metrics for ("other" included).
+inline constexpr std::size_t max_metric_kinds = 8;
 
 struct op_stats {
     std::uint64_t operations = 0;
@@ -125,9 +151,9 @@ struct client_stats {
 
 // Metrics (docs/observability.md, "S3 client"): registered on the creating core's registry by
 // create() unless metrics::metrics_enabled() is off; per HTTP request (attempt) and per
-// operation, labelled op = put | get | get_range | head | delete | list and kind =
-// kfs | index | other (none for list); errors by class. Never a URL, query string, header or
-// credential.
+// operation, labelled op = put | get | get_range | head | delete | list and kind = the
+// caller's request_options::kind, "other" when it gives none ("none" for list); errors by
+// class. Never a URL, query string, header or credential.
 class client {
 public:
     // Fails with a sentence when the endpoint is malformed or credentials are incomplete.
@@ -139,14 +165,18 @@ public:
                                                         std::stop_token st = {});
     runtime::task<result<get_result, error>> get_object(std::string_view bucket, std::string_view key,
                                                         std::optional<byte_range> range = std::nullopt,
-                                                        std::stop_token st = {});
+                                                        request_options opts = {}, std::stop_token st = {});
     runtime::task<result<object_meta, error>> head_object(std::string_view bucket, std::string_view key,
-                                                          std::stop_token st = {});
+                                                          request_options opts = {}, std::stop_token st = {});
     // Deleting a missing key succeeds (S3 semantics).
     runtime::task<result<void, error>> delete_object(std::string_view bucket, std::string_view key,
-                                                     std::stop_token st = {});
+                                                     request_options opts = {}, std::stop_token st = {});
     runtime::task<result<list_page, error>> list_objects_v2(std::string_view bucket, list_request req,
-                                                            std::stop_token st = {});
+                                                            request_options opts = {}, std::stop_token st = {});
+
+    // Registers the metric series of `kind` now (for every op), so operators see them at zero
+    // before the first request. Optional: a new kind is registered at its first request.
+    void declare_metric_kind(std::string_view kind);
 
     const client_stats& stats() const noexcept { return _stats; }
     const client_config& config() const noexcept { return _cfg; }
@@ -157,7 +187,7 @@ private:
     struct instruments;
     client(client_config cfg, endpoint ep);
     runtime::task<result<http::response, error>> execute(op_kind kind, const attempt_spec& spec,
-                                                         std::stop_token st);
+                                                         const request_options& opts, std::stop_token st);
 
     client_config _cfg;
     endpoint _ep;

@@ -25,9 +25,11 @@ const char* to_string(errc e) noexcept;
 
 struct store_error {
     store_error() = default;
-    store_error(errc c, std::string m) : code(c), message(std::move(m)) {}
+    store_error(errc c, std::string m, bool throttle = false) : code(c), message(std::move(m)), throttled(throttle) {}
     errc code = errc::permanent;
-    std::string message; // one sentence, no secrets
+    std::string message;    // one sentence, no secrets
+    // transient, and the backend asked to slow down (object_store.hpp, "Throttling")
+    bool throttled = false;
 };
 
 } // namespace skiff::storage

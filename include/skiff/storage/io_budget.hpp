@@ -2,8 +2,10 @@
 // core's semaphore (shared by all of the core's partitions) and a token of the process-wide
 // cap (shared by all cores). Flush uploads ask with priority::high and go ahead of prefetch.
 //
-// The core's limit adapts to back-pressure (AIMD): a throttling answer (SlowDown, 503)
-// halves it, a run of successes grows it by one, never above the configured limit.
+// The core's limit adapts to back-pressure (AIMD): a throttling answer (SlowDown, 503, 429)
+// halves it at the request that got it (the store's throttle observer, see listen_to and
+// object_store.hpp), a run of successes grows it by one, never above the configured limit.
+// Other failures (resets, 500s, timeouts) leave it alone: they say nothing about our rate.
 //
 // The global cap is a lock-free counter; a core that finds it full polls with a short sleep
 // instead of queueing on another core, so no core ever waits on another core's lock.
@@ -25,6 +27,8 @@
 #include <system_error>
 
 namespace skiff::storage {
+
+class object_store;
 
 class global_io_cap {
 public:
@@ -97,6 +101,10 @@ public:
 
     // Back-pressure from the store: halve the limit (not below 1).
     void on_throttled() noexcept;
+    // Makes `store`'s throttle observer call on_throttled(): how the budget hears every
+    // throttled request of that store, at that request. Call once where both are built, on
+    // their core; the budget must outlive the store's requests.
+    void listen_to(object_store& store);
     // A request succeeded: after `limit` successes in a row, grow the limit by one.
     void on_success() noexcept;
     // Fail current and future waiters.

@@ -21,7 +21,10 @@ struct memory_bucket {
 };
 
 enum class mem_fault : std::uint8_t {
-    fail_transient,  // the request fails (nothing stored), like a 503 SlowDown
+    fail_transient,  // the request fails (nothing stored), like a 503 SlowDown: a throttle
+                     // (store_error::throttled, and the throttle observer is called)
+    fail_reset,      // the request fails (nothing stored), like a connection reset or a 500:
+                     // transient, not a throttle
     fail_permanent,  // like 403
     hang,            // never answers until cancelled
     lost_answer,     // the put is applied, but the caller sees a transient failure

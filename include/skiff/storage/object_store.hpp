@@ -4,6 +4,17 @@
 //
 // A store belongs to one core (reactor); every call takes a stop_token and never reports a
 // cancelled operation as success.
+//
+// Throttling. A backend that asks us to slow down (S3's 503 SlowDown or 429; memory_store's
+// mem_fault::fail_transient) says so twice, for two different listeners:
+//  - per request: the throttle observer is called at every throttled request, at once, also
+//    for requests a store retries internally (the S3 client's bounded retries). The io_budget
+//    listens here (io_budget::listen_to), so its limit halves at the first SlowDown;
+//  - per operation: a failed operation whose last request was throttled returns
+//    errc::transient with store_error::throttled set, for logs, spans and tests. Nothing
+//    should feed this flag to the budget too: the observer already counted that request.
+// Other transient failures (resets, 500s, timeouts, lost answers) are neither.
+// Who retries what, and for how long: docs/retries.md.
 #pragma once
 
 #include <skiff/core/result.hpp>
@@ -11,6 +22,7 @@
 #include <skiff/runtime/task.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <stop_token>
@@ -99,6 +111,14 @@ public:
     // until the task completes.
     virtual runtime::task<result<void, store_error>> put(std::string key, std::span<const char> body,
                                                           bool if_absent, std::stop_token st) = 0;
+    // put with exactly one backend request and no retry inside the store: for a caller that
+    // owns the retry loop (flush uploads), so that every attempt is its own and one loop, not
+    // two nested ones, decides when to try again. Same contract as put otherwise. Stores that
+    // never retry internally (local, memory) keep this default.
+    virtual runtime::task<result<void, store_error>> put_once(std::string key, std::span<const char> body,
+                                                               bool if_absent, std::stop_token st) {
+        return put(std::move(key), body, if_absent, std::move(st));
+    }
     virtual runtime::task<result<get_result, store_error>> get(std::string key, std::optional<byte_range> range,
                                                                std::stop_token st) = 0;
     // Size of the object, not_found when absent.
@@ -115,6 +135,20 @@ public:
                                                                  std::stop_token st) = 0;
     // "s3://bucket/prefix" or "file:///path": for logs and fsck output.
     virtual std::string describe() const = 0;
+
+    // Called on the store's core at every request the backend answered with "slow down" (see
+    // the top of this file); it must not call into the store. One observer per store: set it
+    // where the store and its io_budget are built, before the first request; empty to stop.
+    using throttle_observer = std::function<void()>;
+    void set_throttle_observer(throttle_observer f) { _on_throttle = std::move(f); }
+
+protected:
+    void notify_throttled() const {
+        if (_on_throttle) _on_throttle();
+    }
+
+private:
+    throttle_observer _on_throttle;
 };
 
 } // namespace skiff::storage

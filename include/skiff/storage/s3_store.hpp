@@ -5,8 +5,14 @@
 // put sends x-amz-checksum-crc32c (S3 verifies the body against it) and, for if_absent,
 // If-None-Match: * (S3's conditional write: the PUT fails 412 when the key exists, atomically
 // on the server). get, size (HEAD), remove and list (ListObjectsV2, keys returned without the
-// store's prefix) map one-to-one onto S3 requests; the client retries transient failures under
-// its own deadline, so an error from here has already been retried.
+// store's prefix) map one-to-one onto S3 operations; the client retries transient failures
+// under its own deadline, so an error from here has already been retried. put_once sends one
+// request and leaves the retry to the caller (flush uploads, docs/retries.md).
+//
+// Every S3 request answered 503 / 429 / SlowDown calls the store's throttle observer at once,
+// retried or not, and a failed operation whose last answer was one carries
+// store_error::throttled. Metrics: the client's `kind` label is set here from the key
+// (metric_kind), so the s3 module needs to know nothing about storage's file names.
 //
 // Errors keep the S3 client's sentence, prefixed with the operation and the object:
 //   s3::errc::retryable, bad_response          → transient
@@ -26,6 +32,7 @@
 namespace skiff::s3 {
 class client;
 struct error;
+struct request_options;
 } // namespace skiff::s3
 
 namespace skiff::storage {
@@ -38,6 +45,8 @@ public:
 
     runtime::task<result<void, store_error>> put(std::string key, std::span<const char> body, bool if_absent,
                                                  std::stop_token st) override;
+    runtime::task<result<void, store_error>> put_once(std::string key, std::span<const char> body, bool if_absent,
+                                                      std::stop_token st) override;
     runtime::task<result<get_result, store_error>> get(std::string key, std::optional<byte_range> range,
                                                        std::stop_token st) override;
     runtime::task<result<std::uint64_t, store_error>> size(std::string key, std::stop_token st) override;
@@ -56,8 +65,16 @@ public:
     // The error mapping above; `what` is e.g. "put of 's3://bucket/key'".
     static store_error map_error(const s3::error& e, std::string_view what);
 
+    // The `kind` label of the S3 client's metrics for a storage key: "kfs" for segments,
+    // "index" for their indexes, "other" for anything else.
+    static std::string_view metric_kind(std::string_view key) noexcept;
+
 private:
     s3_store(s3::client& client, std::string bucket, std::string prefix);
+    // The kind label and the throttle forwarding every request of this store carries.
+    void fill(s3::request_options& o, std::string_view key) const;
+    runtime::task<result<void, store_error>> put_with(std::string key, std::span<const char> body, bool if_absent,
+                                                      int max_attempts, std::stop_token st);
 
     s3::client& _client;
     std::string _bucket;

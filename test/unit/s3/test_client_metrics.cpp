@@ -49,14 +49,19 @@ std::span<const char> bytes(const std::string& s) { return {s.data(), s.size()};
 
 metrics::labels ok(const char* op, const char* kind) { return {{"op", op}, {"kind", kind}}; }
 
-} // namespace
-
-TEST_CASE("object_kind_of names segments and indexes by suffix", "[s3][client][metrics]") {
-    CHECK(s3::object_kind_of("ns/t/0/segment-00000000000000000000.kfs") == s3::object_kind::kfs);
-    CHECK(s3::object_kind_of("ns/t/0/segment-00000000000000000000.index") == s3::object_kind::index);
-    CHECK(s3::object_kind_of("a.kfs.bak") == s3::object_kind::other);
-    CHECK(s3::object_kind_of("") == s3::object_kind::other);
+// The caller names the kind label (the client does not read keys for it).
+s3::request_options kind(std::string_view k) {
+    s3::request_options o;
+    o.kind = k;
+    return o;
 }
+s3::put_options put_kind(std::string_view k) {
+    s3::put_options o;
+    o.kind = k;
+    return o;
+}
+
+} // namespace
 
 TEST_CASE("client metrics: requests, retries, throttling and latency by op and kind", "[s3][client][metrics]") {
     fake_s3 srv;
@@ -78,19 +83,22 @@ TEST_CASE("client metrics: requests, retries, throttling and latency by op and k
     auto t = [](fake_s3* s) -> task<void> {
         auto c = make_client(config_for(*s));
         std::string body(1000, 'k');
-        auto put = co_await c->put_object("test-bucket", "p/segment.kfs", bytes(body));
+        const auto kfs_put = put_kind("kfs");
+        auto put = co_await c->put_object("test-bucket", "p/segment.kfs", bytes(body), kfs_put);
         REQUIRE(put.has_value());
-        auto whole = co_await c->get_object("test-bucket", "p/segment.index");
+        const auto index = kind("index");
+        auto whole = co_await c->get_object("test-bucket", "p/segment.index", std::nullopt, index);
         REQUIRE(whole.has_value());
         auto range = s3::byte_range::between(0, 9);
-        auto part = co_await c->get_object("test-bucket", "p/segment.index", range);
+        auto part = co_await c->get_object("test-bucket", "p/segment.index", range, index);
         REQUIRE(part.has_value());
         auto head = co_await c->head_object("test-bucket", "p/other");
         CHECK_FALSE(head.has_value()); // not found: an error of class not_found
         s3::list_request lreq("p/");
-        auto list = co_await c->list_objects_v2("test-bucket", lreq);
+        const auto kfs = kind("kfs"); // list ignores it: its kind is always "none"
+        auto list = co_await c->list_objects_v2("test-bucket", lreq, kfs);
         REQUIRE(list.has_value());
-        auto del = co_await c->delete_object("test-bucket", "p/segment.kfs");
+        auto del = co_await c->delete_object("test-bucket", "p/segment.kfs", kfs);
         CHECK(del.has_value());
         CHECK(gauge_value("skiff_s3_requests_in_flight") == 0);
     };
@@ -120,7 +128,8 @@ TEST_CASE("client metrics: an operation that gives up counts one error of its cl
     auto t = [](fake_s3* s) -> task<void> {
         auto c = make_client(config_for(*s));
         std::string body = "never stored";
-        auto r = co_await c->put_object("test-bucket", "x/segment.index", bytes(body));
+        const auto index = put_kind("index");
+        auto r = co_await c->put_object("test-bucket", "x/segment.index", bytes(body), index);
         REQUIRE_FALSE(r.has_value());
         CHECK(r.error().code == s3::errc::retryable);
     };

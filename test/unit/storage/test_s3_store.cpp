@@ -1,6 +1,7 @@
 // The S3 object store against the in-process fake S3: the shared contract (with and without
 // a key prefix), the prefix mapping, what is sent on the wire, and failures mapped to
 // storage errors.
+#include "../metrics/metric_probe.hpp"
 #include "fake_s3.hpp"
 #include "run_task.hpp"
 #include "store_contract.hpp"
@@ -99,6 +100,43 @@ TEST_CASE("s3 store: object store contract, keys below a prefix", "[storage][s3_
 TEST_CASE("s3 store: object store contract, whole bucket", "[storage][s3_store]") {
     fake_s3 srv;
     contract::check_object_store_contract([&srv] { return std::make_unique<s3_harness>(srv, "s3://test-bucket"); });
+}
+
+// Moved from the s3 client's tests: storage, not the client, knows what its keys name.
+TEST_CASE("s3 store: metric_kind names segments and indexes by suffix", "[storage][s3_store]") {
+    CHECK(s3_store::metric_kind("ns/t/0/segment-00000000000000000000.kfs") == "kfs");
+    CHECK(s3_store::metric_kind("ns/t/0/segment-00000000000000000000.index") == "index");
+    CHECK(s3_store::metric_kind("a.kfs.bak") == "other");
+    CHECK(s3_store::metric_kind("") == "other");
+}
+
+TEST_CASE("s3 store: the client's metrics carry the store's kind label", "[storage][s3_store][metrics]") {
+    using skiff::test::counter_value;
+    fake_s3 srv;
+    const metrics::labels put_kfs{{"op", "put"}, {"kind", "kfs"}};
+    const metrics::labels get_index{{"op", "get"}, {"kind", "index"}};
+    const metrics::labels head_other{{"op", "head"}, {"kind", "other"}};
+    const auto kfs0 = counter_value("skiff_s3_requests_total", put_kfs);
+    const auto index0 = counter_value("skiff_s3_requests_total", get_index);
+    const auto other0 = counter_value("skiff_s3_requests_total", head_other);
+    auto t = [](fake_s3* s) -> task<void> {
+        s3_harness h(*s, "s3://test-bucket/labels");
+        // Declared by create(): visible before the first request.
+        CHECK(skiff::test::find_series("skiff_s3_requests_total", {{"op", "delete"}, {"kind", "index"}}).has_value());
+        const std::string body = "x";
+        auto put = co_await h.store().put("t/0/00000000000000000000.kfs", bytes(body), false, {});
+        CHECK(put.has_value());
+        auto put_once = co_await h.store().put_once("t/0/00000000000000000000.index", bytes(body), false, {});
+        CHECK(put_once.has_value());
+        auto got = co_await h.store().get("t/0/00000000000000000000.index", std::nullopt, {});
+        CHECK(got.has_value());
+        auto missing = co_await h.store().size("t/0/manifest", {});
+        CHECK(outcome(missing) == "not_found");
+    };
+    run_task(t(&srv));
+    CHECK(counter_value("skiff_s3_requests_total", put_kfs) - kfs0 == 1);
+    CHECK(counter_value("skiff_s3_requests_total", get_index) - index0 == 1);
+    CHECK(counter_value("skiff_s3_requests_total", head_other) - other0 == 1);
 }
 
 TEST_CASE("s3 store: URLs", "[storage][s3_store]") {

@@ -194,6 +194,7 @@ TEST_CASE("a failed PUT counts an error by class, a retry, and shows in its span
         memory_store store;
         store.add_fault(mem_fault_rule("put", ".kfs", mem_fault::fail_transient, 1));
         io_budget budget(8, nullptr);
+        budget.listen_to(store);
         auto log = co_await open_log(&store, &budget, partition_id("metrics-fail", 0));
         auto r = co_await append_durable(log.get(), batch_of(0, 3));
         REQUIRE(r.has_value());
@@ -201,7 +202,7 @@ TEST_CASE("a failed PUT counts an error by class, a retry, and shows in its span
         const auto* put_kfs = find_span(spans, r->flush_span.trace_id, "put", "kfs");
         CHECK(int_attr(put_kfs, "retries") == 1);
         CHECK(str_attr(put_kfs, "status") == "ok");
-        // The transient failure halved the budget's limit (AIMD) and the gauge follows it.
+        // The injected SlowDown halved the budget's limit (AIMD) and the gauge follows it.
         CHECK(gauge_value("skiff_io_budget_limit") == static_cast<std::int64_t>(budget.current_limit()));
         co_await log->close();
     };
