@@ -324,25 +324,22 @@ std::string traces_chrome(const std::vector<trace_snapshot>& cores, const trace_
                 auto inside_end = [](const span_record* x) {
                     return x->end_ns - x->start_ns > 2 ? x->end_ns - 1 : x->start_ns;
                 };
-                ojson start;
-                start["name"] = "link";
-                start["cat"] = "link";
-                start["ph"] = "s";
-                start["id"] = flow_id;
-                start["pid"] = 1;
-                start["tid"] = tid_of[from->span_id];
-                start["ts"] = to_us(inside_end(from));
-                events.push_back(std::move(start));
-                ojson finish;
-                finish["name"] = "link";
-                finish["cat"] = "link";
-                finish["ph"] = "f";
-                finish["bp"] = "e";
-                finish["id"] = flow_id;
-                finish["pid"] = 1;
-                finish["tid"] = tid_of[s->span_id];
-                finish["ts"] = to_us(inside_end(s));
-                events.push_back(std::move(finish));
+                // A flow is a start ("s") and a finish ("f") event with the same id; "bp":"e"
+                // binds the finish to the enclosing slice, as the trace-event format wants.
+                auto flow_event = [&](const char* phase, const span_record* at) {
+                    ojson e;
+                    e["name"] = "link";
+                    e["cat"] = "link";
+                    e["ph"] = phase;
+                    if (phase[0] == 'f') e["bp"] = "e";
+                    e["id"] = flow_id;
+                    e["pid"] = 1;
+                    e["tid"] = tid_of[at->span_id];
+                    e["ts"] = to_us(inside_end(at));
+                    events.push_back(std::move(e));
+                };
+                flow_event("s", from);
+                flow_event("f", s);
             }
         }
     }
