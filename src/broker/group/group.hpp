@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+// The folder is group/, the namespace `groups`: a namespace named like its `group` struct would
+// make `group` ambiguous wherever both are in scope (using-directives in the façade and tests).
 namespace skiff::broker::groups {
 
 using ms = std::chrono::milliseconds;
