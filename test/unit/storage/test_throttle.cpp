@@ -213,7 +213,7 @@ TEST_CASE("flush uploads on S3: the budget halves at the first SlowDown, before 
         auto append = [](partition_log* l, bool* out) -> task<void> { *out = co_await append_durable(*l, 0); };
         auto look = [](fake_s3* srv, io_budget* b, std::size_t* lim, std::uint64_t* thr) -> task<void> {
             // The second .kfs PUT reached the server: the first one's answer was handled.
-            for (int i = 0; i < 5000 && puts_seen(*srv, ".kfs") < 2; ++i) co_await sleep(1ms);
+            for (int i = 0; i < 5000 && puts_seen(*srv, ".kfs") < 2; ++i) (void)co_await sleep(1ms);
             *lim = b->current_limit();
             *thr = b->stats().throttled;
         };
