@@ -16,9 +16,11 @@
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 #include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/record_batch.hpp>
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -120,17 +122,20 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 
-// What a connection knows about itself, for handlers.
-struct conn_info {
-    std::string client_host;
-    std::string local_host; // the address the client connected to (advertised when unset)
-    std::uint16_t local_port = 0;
+// The owning core's partition, or the Kafka error a request for it gets: unknown partition,
+// or a restore that failed (retriable; NOT_LEADER while shutting down). Completes without
+// suspending when the partition is open, which the produce ordering relies on (routing.hpp).
+struct owned_partition {
+    partition_slot* slot = nullptr;
+    std::int16_t error = 0; // kerr::none
+    std::string message;
 };
+runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition);
 
-// Handles one request frame; the framed response, or nullopt when none is sent (acks=0).
-runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame);
-
-// Runs one Kafka connection until the peer closes, a protocol error, or shutdown.
-runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream);
+// Calls visit(batch) for the committed batches from offset `from` on, in order, until it
+// returns false or the high watermark is reached. A read returns whole batches, so the first
+// one may start before `from`. Fails only if a read fails.
+runtime::task<result<void, storage::store_error>> walk_log(storage::partition_log& log, std::int64_t from,
+                                                           std::function<bool(const storage::batch_view&)> visit);
 
 } // namespace skiff::broker

@@ -1,0 +1,121 @@
+#include "idempotence.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/timer.hpp>
+
+#include <algorithm>
+#include <chrono>
+
+namespace skiff::broker {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::uint64_t now_ms() {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
+
+std::int32_t last_seq_of(const storage::batch_view& b) {
+    return producer_table::next_seq(b.base_sequence, std::max(b.record_count, 1) - 1);
+}
+
+// Rebuilds the partition's producer table from the batch headers of its last offsets (up to
+// `window` of them), so that a batch stored just before a crash and retried after it is
+// recognised as a duplicate.
+runtime::task<void> load_producers(partition_slot* slot, std::string topic, std::int32_t partition) {
+    constexpr std::int64_t window = 50000;
+    const std::int64_t from = std::max(slot->log->log_start_offset(), slot->log->high_watermark() - window);
+    std::size_t batches = 0;
+    auto walked = co_await walk_log(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
+        if (b.producer_id >= 0) {
+            slot->producers.replay(b.producer_id, b.producer_epoch, b.base_sequence, last_seq_of(b), b.base_offset,
+                                   b.last_offset(), now_ms());
+            ++batches;
+        }
+        return true;
+    });
+    if (!walked) {
+        log::warn("partition {}/{}: rebuilding idempotent-producer state stopped early: {}", topic, partition,
+                  walked.error().message);
+    }
+    if (batches) log::info("partition {}/{}: producer state rebuilt from {} batches", topic, partition, batches);
+}
+
+runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition) {
+    while (!slot->producers_loaded) {
+        if (auto sem = slot->producers_loading) {
+            auto u = co_await sem->acquire(1); // broken() when the load is done: wakes all, FIFO
+            continue;
+        }
+        auto sem = std::make_shared<runtime::semaphore>(0, "producers-load");
+        slot->producers_loading = sem;
+        co_await load_producers(slot, topic, partition);
+        slot->producers_loaded = true;
+        slot->producers_loading.reset();
+        sem->broken();
+    }
+}
+
+// The slot is looked up again after every wait: a deleted topic takes its partitions away.
+runtime::task<void> complete_once_durable(shard* sh, std::string topic, std::int32_t partition, std::int64_t pid,
+                                          std::int16_t epoch, std::int32_t base_seq, std::int64_t base,
+                                          std::int64_t last) {
+    auto st = sh->background.stop_token();
+    const auto key = std::pair{std::move(topic), partition};
+    while (!st.stop_requested()) {
+        auto it = sh->parts.find(key);
+        if (it == sh->parts.end()) co_return;
+        partition_slot* slot = it->second.get();
+        if (slot->log->high_watermark() > last) {
+            slot->producers.complete(pid, epoch, base_seq, base, last);
+            co_return;
+        }
+        auto slept = co_await runtime::sleep(std::chrono::milliseconds(50), st);
+        (void)slept;
+    }
+}
+
+} // namespace
+
+idempotence_guard::idempotence_guard(shard& sh, partition_slot& slot, std::string topic, std::int32_t partition,
+                                     const storage::batch_view& batch)
+    : _sh(sh), _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
+      _epoch(batch.producer_epoch), _base_seq(batch.base_sequence), _last_seq(last_seq_of(batch)) {}
+
+idempotence_guard::~idempotence_guard() { abort(); }
+
+runtime::task<producer_table::check_result> idempotence_guard::reserve() {
+    if (!idempotent()) co_return producer_table::check_result{};
+    if (!_slot.producers_loaded) co_await ensure_producers_loaded(&_slot, _topic, _partition);
+    using v = producer_table::verdict;
+    for (int attempt = 0;; ++attempt) {
+        auto chk = _slot.producers.check_and_reserve(_pid, _epoch, _base_seq, _last_seq, now_ms());
+        if (chk.v == v::accept) _reserved = true;
+        // The original is being appended right now: its outcome decides this answer.
+        if (chk.v != v::duplicate_pending || attempt >= 2000) co_return chk;
+        (void)co_await runtime::sleep(5ms);
+    }
+}
+
+void idempotence_guard::complete(std::int64_t base, std::int64_t last) {
+    if (!_reserved) return;
+    _reserved = false;
+    _slot.producers.complete(_pid, _epoch, _base_seq, base, last);
+}
+
+void idempotence_guard::abort() {
+    if (!_reserved) return;
+    _reserved = false;
+    _slot.producers.abort(_pid, _epoch, _base_seq);
+}
+
+void idempotence_guard::complete_when_durable(std::int64_t base, std::int64_t last) {
+    if (!_reserved) return;
+    _reserved = false;
+    (void)_sh.background.spawn(complete_once_durable(&_sh, _topic, _partition, _pid, _epoch, _base_seq, base, last));
+}
+
+} // namespace skiff::broker
