@@ -46,16 +46,18 @@ runtime::task<void> load_producers(partition_slot* slot, std::string topic, std:
 
 runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition) {
     while (!slot->producers_loaded) {
-        if (auto sem = slot->producers_loading) {
-            auto u = co_await sem->acquire(1); // broken() when the load is done: wakes all, FIFO
+        if (auto loading = slot->producers_loading) {
+            // Waiters resume in arrival order, so their appends keep the order of their requests.
+            auto done = co_await loading->wait();
+            (void)done; // set or broken: look again
             continue;
         }
-        auto sem = std::make_shared<runtime::semaphore>(0, "producers-load");
-        slot->producers_loading = sem;
+        auto loading = std::make_shared<runtime::oneshot<void>>();
+        slot->producers_loading = loading;
         co_await load_producers(slot, topic, partition);
         slot->producers_loaded = true;
         slot->producers_loading.reset();
-        sem->broken();
+        loading->set();
     }
 }
 

@@ -9,6 +9,7 @@
 #include <skiff/kafka/frame.hpp>
 #include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/oneshot.hpp>
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
@@ -41,7 +42,7 @@ struct partition_slot {
     // The producer table is rebuilt from the log's tail before the first idempotent append
     // after the partition was opened; appends of idempotent producers wait for it (in order).
     bool producers_loaded = false;
-    std::shared_ptr<runtime::semaphore> producers_loading;
+    std::shared_ptr<runtime::oneshot<void>> producers_loading; // set when the rebuild is done
 };
 
 struct shard;

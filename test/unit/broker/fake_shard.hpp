@@ -22,7 +22,10 @@ struct fake_shard {
     broker::shard sh;
     std::shared_ptr<storage::memory_bucket> bucket = std::make_shared<storage::memory_bucket>();
 
-    explicit fake_shard(const std::map<std::string, std::int32_t>& topics) {
+    // `data`: the bucket of an earlier fake_shard, to "restart" on its data.
+    explicit fake_shard(const std::map<std::string, std::int32_t>& topics,
+                        std::shared_ptr<storage::memory_bucket> data = nullptr) {
+        if (data) bucket = std::move(data);
         using namespace std::chrono_literals;
         shared.cores = 1;
         shared.shards = {&sh};

@@ -142,3 +142,37 @@ TEST_CASE("pipelined idempotent produces are appended in request order", "[broke
     };
     runtime::run_task(t());
 }
+
+TEST_CASE("after a restart an idempotent retry is recognised from the log", "[broker][produce]") {
+    auto t = []() -> runtime::task<void> {
+        auto bucket = std::make_shared<storage::memory_bucket>();
+        const std::int64_t pid = 99;
+        {
+            fake_shard f({{"orders", 1}}, bucket);
+            auto plain = produce_request({{"orders", 0, records_of(0, 2)}});
+            auto a = co_await produce(f.sh, std::move(plain));
+            auto idem = produce_request({{"orders", 0, records_of(2, 3, pid, 0)}});
+            auto b = co_await produce(f.sh, std::move(idem));
+            CHECK(part(a, 0, 0).base_offset == 0);
+            CHECK(part(b, 0, 0).base_offset == 2);
+            co_await f.close();
+        }
+        fake_shard f({{"orders", 1}}, bucket);
+        // Two retries in flight at once: both wait for the table rebuild, both are duplicates.
+        std::vector<runtime::task<kafka::ProduceResponse>> retries;
+        for (int i = 0; i < 2; ++i) {
+            auto req = produce_request({{"orders", 0, records_of(2, 3, pid, 0)}});
+            retries.push_back(produce(f.sh, std::move(req)));
+        }
+        auto rs = co_await runtime::when_all(std::move(retries));
+        for (auto& r : rs) {
+            CHECK(part(r, 0, 0).error_code == kerr::none);
+            CHECK(part(r, 0, 0).base_offset == 2);
+        }
+        auto next_req = produce_request({{"orders", 0, records_of(5, 1, pid, 3)}});
+        auto next = co_await produce(f.sh, std::move(next_req));
+        CHECK(part(next, 0, 0).base_offset == 5);
+        co_await f.close();
+    };
+    runtime::run_task(t());
+}
