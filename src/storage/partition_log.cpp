@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <deque>
 #include <map>
 #include <random>
@@ -181,6 +182,11 @@ struct partition_log::state {
     std::size_t cache_used = 0;
 
     std::vector<data_waiter> data_waiters;
+    struct durable_callback {
+        std::int64_t offset;
+        std::function<void(bool)> fn;
+    };
+    std::vector<durable_callback> durable_callbacks;
     std::vector<std::coroutine_handle<>> drain_waiters;
 
     // One request in flight per object range: readers (and prefetch) asking for the same
@@ -458,6 +464,25 @@ struct partition_log::state {
             return false;
         });
         data_waiters.erase(it, data_waiters.end());
+        notify_durable();
+    }
+
+    // Calls the on_durable callbacks the high watermark has passed. They are taken out of the
+    // list before any runs, so a callback that registers another cannot invalidate the walk.
+    void notify_durable() {
+        if (durable_callbacks.empty()) return;
+        std::vector<durable_callback> due;
+        auto keep = std::stable_partition(durable_callbacks.begin(), durable_callbacks.end(),
+                                   [this](const durable_callback& c) { return hwm <= c.offset; });
+        std::move(keep, durable_callbacks.end(), std::back_inserter(due));
+        durable_callbacks.erase(keep, durable_callbacks.end());
+        for (auto& c : due) c.fn(true);
+    }
+
+    // The log closes: whoever still waits is told its data did not become durable here.
+    void fail_durable() {
+        auto all = std::exchange(durable_callbacks, {});
+        for (auto& c : all) c.fn(false);
     }
 
     void cache_insert(std::int64_t base, std::size_t size) {
@@ -809,6 +834,20 @@ partition_log::~partition_log() {
         log::error("partition {}/{} destroyed without close(); background uploads abandoned", _s->id.topic,
                    _s->id.partition);
     }
+    if (_s) _s->fail_durable();
+}
+
+void partition_log::on_durable(std::int64_t offset, std::function<void(bool durable)> fn) {
+    auto& s = *_s;
+    if (s.hwm > offset) {
+        fn(true);
+        return;
+    }
+    if (s.closing && s.gate.is_closed()) {
+        fn(false);
+        return;
+    }
+    s.durable_callbacks.push_back(state::durable_callback{offset, std::move(fn)});
 }
 
 runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log::open(object_store& store,
@@ -844,18 +883,28 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
 
 runtime::task<result<append_result, append_error>> partition_log::append(std::span<const char> record_set,
                                                                          ack_mode acks, std::stop_token st) {
-    auto& s = *_s;
-    if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
+    if (_s->closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
     auto batches = split_batches(record_set);
     if (!batches) {
         const bool old = batches.error().code == format_errc::old_message_format;
         co_return failure{append_error(old ? append_errc::unsupported_version : append_errc::corrupt_message,
                                        batches.error().message)};
     }
-    if (batches->empty()) co_return failure{append_error(append_errc::corrupt_message, "empty record set")};
+    const std::span<const batch_view> views(*batches);
+    auto appended = append(views, acks, std::move(st));
+    co_return co_await std::move(appended);
+}
+
+runtime::task<result<append_result, append_error>> partition_log::append(std::span<const batch_view> batches,
+                                                                         ack_mode acks, std::stop_token st) {
+    auto& s = *_s;
+    if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
+    if (batches.empty()) co_return failure{append_error(append_errc::corrupt_message, "empty record set")};
+    std::size_t set_bytes = 0;
+    for (const auto& b : batches) set_bytes += b.size();
 
     // Memory bound: buffered + in flight. At the bound the producer waits here.
-    const std::size_t need = std::min(record_set.size(), s.cfg.max_pending_bytes);
+    const std::size_t need = std::min(set_bytes, s.cfg.max_pending_bytes);
     auto units = co_await s.memory.acquire(need, st);
     if (!units) {
         co_return failure{append_error(runtime::is_cancelled(units.error()) ? append_errc::cancelled
@@ -865,28 +914,28 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
     if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
 
     // Rotate first if this record set would push the buffer past the segment size.
-    if (s.builder && !s.builder->empty() && s.builder->body_bytes() + record_set.size() > s.cfg.segment_bytes) {
+    if (s.builder && !s.builder->empty() && s.builder->body_bytes() + set_bytes > s.cfg.segment_bytes) {
         s.seal();
         s.pump();
     }
     if (!s.builder) {
-        s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + record_set.size());
+        s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + set_bytes);
         s.builder_first_append = clock_t_::now();
     }
     // All or nothing: a set the segment cannot take whole goes into a fresh segment, so a
     // failed request never leaves part of itself behind to be duplicated by a retry.
-    if (!s.builder->empty() && !s.builder->can_append(*batches)) {
+    if (!s.builder->empty() && !s.builder->can_append(batches)) {
         s.seal();
         s.pump();
-        s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + record_set.size());
+        s.builder.emplace(s.next_offset, s.cfg.index_interval, s.cfg.segment_bytes + set_bytes);
         s.builder_first_append = clock_t_::now();
     }
-    if (auto fits = s.builder->can_append(*batches); !fits) {
+    if (auto fits = s.builder->can_append(batches); !fits) {
         co_return failure{append_error(append_errc::corrupt_message, fits.error().message)};
     }
     append_result out;
     out.base_offset = s.next_offset;
-    for (auto& b : *batches) {
+    for (auto& b : batches) {
         auto assigned = s.builder->append(b);
         if (!assigned) {
             // Nothing of a rejected batch is kept; earlier batches of this set are (Kafka
@@ -904,7 +953,7 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
     s.buffered_g.add(static_cast<std::int64_t>(s.builder->body_bytes()) - s.buffered_g.value());
     s.m.appends.inc();
     s.m.appended_records.inc(static_cast<std::uint64_t>(out.last_offset - out.base_offset + 1));
-    s.m.appended_bytes.inc(record_set.size());
+    s.m.appended_bytes.inc(set_bytes);
 
     if (acks != ack_mode::durable) {
         s.maybe_flush();
@@ -1036,6 +1085,7 @@ runtime::task<void> partition_log::close() {
     s.builder_waiters.clear();
     for (auto& w : s.data_waiters) w.state->resolve(append_errc::shutting_down);
     s.data_waiters.clear();
+    s.fail_durable();
     // The partition is gone from this core's point of view: its own series go too.
     s.hwm_reg.reset();
     s.start_reg.reset();

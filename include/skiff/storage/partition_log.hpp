@@ -38,6 +38,7 @@
 #include <skiff/runtime/task.hpp>
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
+#include <skiff/storage/record_batch.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -162,8 +163,22 @@ public:
     // Appends a Kafka record set (one or more magic-2 batches). With ack_mode::durable the
     // task completes once the data is committed (both objects stored, all earlier segments
     // too); with leader/none once it is buffered.
+    // The record set is split and CRC-checked here (corrupt_message / unsupported_version).
     runtime::task<result<append_result, append_error>> append(std::span<const char> record_set, ack_mode acks,
                                                               std::stop_token st = {});
+    // The same for batches the caller already parsed and CRC-checked (split_batches or
+    // parse_batch with verify_crc), so they are not parsed again. The bytes the views point
+    // into must stay alive and unchanged until the task completes. An empty span is
+    // corrupt_message; a batch the segment format cannot take fails the whole append.
+    runtime::task<result<append_result, append_error>> append(std::span<const batch_view> batches, ack_mode acks,
+                                                              std::stop_token st = {});
+
+    // Calls fn(true) once the high watermark passes `offset` (at once, before returning, if it
+    // already has), or fn(false) if the log closes (or is destroyed) first; exactly one call.
+    // fn runs on this core, from inside the commit (or close): it must not call back into the
+    // log synchronously, and should hand real work to a task. A wake-up instead of a poll for
+    // whoever must learn when some data becomes durable.
+    void on_durable(std::int64_t offset, std::function<void(bool durable)> fn);
 
     // Batches from the one holding `offset` onward, across segments, up to max_bytes (but at
     // least one whole batch when there is one) and below the high watermark. At the high
