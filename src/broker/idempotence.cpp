@@ -2,6 +2,7 @@
 
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/timer.hpp>
+#include <skiff/storage/log_walk.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -29,7 +30,7 @@ runtime::task<void> load_producers(partition_slot* slot, std::string topic, std:
     constexpr std::int64_t window = 50000;
     const std::int64_t from = std::max(slot->log->log_start_offset(), slot->log->high_watermark() - window);
     std::size_t batches = 0;
-    auto walked = co_await walk_log(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
+    auto walked = co_await storage::walk_committed(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
         if (b.producer_id >= 0) {
             slot->producers.replay(b.producer_id, b.producer_epoch, b.base_sequence, last_seq_of(b), b.base_offset,
                                    b.last_offset(), now_ms());
@@ -61,30 +62,11 @@ runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string to
     }
 }
 
-// The slot is looked up again after every wait: a deleted topic takes its partitions away.
-runtime::task<void> complete_once_durable(shard* sh, std::string topic, std::int32_t partition, std::int64_t pid,
-                                          std::int16_t epoch, std::int32_t base_seq, std::int64_t base,
-                                          std::int64_t last) {
-    auto st = sh->background.stop_token();
-    const auto key = std::pair{std::move(topic), partition};
-    while (!st.stop_requested()) {
-        auto it = sh->parts.find(key);
-        if (it == sh->parts.end()) co_return;
-        partition_slot* slot = it->second.get();
-        if (slot->log->high_watermark() > last) {
-            slot->producers.complete(pid, epoch, base_seq, base, last);
-            co_return;
-        }
-        auto slept = co_await runtime::sleep(std::chrono::milliseconds(50), st);
-        (void)slept;
-    }
-}
-
 } // namespace
 
-idempotence_guard::idempotence_guard(shard& sh, partition_slot& slot, std::string topic, std::int32_t partition,
+idempotence_guard::idempotence_guard(partition_slot& slot, std::string topic, std::int32_t partition,
                                      const storage::batch_view& batch)
-    : _sh(sh), _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
+    : _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
       _epoch(batch.producer_epoch), _base_seq(batch.base_sequence), _last_seq(last_seq_of(batch)) {}
 
 idempotence_guard::~idempotence_guard() { abort(); }
@@ -117,7 +99,16 @@ void idempotence_guard::abort() {
 void idempotence_guard::complete_when_durable(std::int64_t base, std::int64_t last) {
     if (!_reserved) return;
     _reserved = false;
-    (void)_sh.background.spawn(complete_once_durable(&_sh, _topic, _partition, _pid, _epoch, _base_seq, base, last));
+    // The log calls back exactly once: durable, or closed first (topic deleted, shutdown), when
+    // the table is of no further use and the slot may be half destroyed (its producer table
+    // goes before its log), so it is not touched then.
+    producer_table* table = &_slot.producers;
+    const std::int64_t pid = _pid;
+    const std::int16_t epoch = _epoch;
+    const std::int32_t base_seq = _base_seq;
+    _slot.log->on_durable(last, [table, pid, epoch, base_seq, base, last](bool durable) {
+        if (durable) table->complete(pid, epoch, base_seq, base, last);
+    });
 }
 
 } // namespace skiff::broker

@@ -20,7 +20,7 @@ class idempotence_guard {
 public:
     // `batch` is the validated batch about to be appended to `slot`. A batch without a
     // producer id makes every call below a no-op and reserve() answer accept.
-    idempotence_guard(shard& sh, partition_slot& slot, std::string topic, std::int32_t partition,
+    idempotence_guard(partition_slot& slot, std::string topic, std::int32_t partition,
                       const storage::batch_view& batch);
     ~idempotence_guard(); // aborts a reservation neither completed nor handed to complete_when_durable
     idempotence_guard(const idempotence_guard&) = delete;
@@ -41,12 +41,12 @@ public:
     // The reserved batch was not appended: the producer's retry is accepted as new.
     void abort();
     // The append timed out but its data is being stored at [base, last]: the range stays
-    // reserved (a retry is not written twice) and is completed once durable, so the retry is
-    // then answered as a duplicate with these offsets.
+    // reserved (a retry is not written twice) and is completed when the log reports it
+    // durable (partition_log::on_durable), so the retry is then answered as a duplicate with
+    // these offsets.
     void complete_when_durable(std::int64_t base, std::int64_t last);
 
 private:
-    shard& _sh;
     partition_slot& _slot;
     std::string _topic;
     std::int32_t _partition;

@@ -6,7 +6,6 @@
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/smp.hpp>
 #include <skiff/runtime/when_all.hpp>
-#include <skiff/storage/record_batch.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -104,28 +103,6 @@ runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int
         out.slot = *r;
     }
     co_return out;
-}
-
-runtime::task<result<void, storage::store_error>> walk_log(storage::partition_log& log, std::int64_t from,
-                                                           std::function<bool(const storage::batch_view&)> visit) {
-    std::int64_t pos = from;
-    while (pos < log.high_watermark()) {
-        auto r = co_await log.read(pos, 4u << 20);
-        if (!r) co_return failure{r.error()};
-        if (r->records.empty()) break;
-        std::span<const char> rest(r->records);
-        std::int64_t next = pos;
-        while (!rest.empty()) {
-            auto b = storage::parse_batch(rest, false);
-            if (!b) break;
-            if (!visit(*b)) co_return ok();
-            next = b->next_offset();
-            rest = rest.subspan(b->size());
-        }
-        if (next <= pos) break;
-        pos = next;
-    }
-    co_return ok();
 }
 
 namespace {

@@ -21,7 +21,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -132,11 +131,5 @@ struct owned_partition {
     std::string message;
 };
 runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition);
-
-// Calls visit(batch) for the committed batches from offset `from` on, in order, until it
-// returns false or the high watermark is reached. A read returns whole batches, so the first
-// one may start before `from`. Fails only if a read fails.
-runtime::task<result<void, storage::store_error>> walk_log(storage::partition_log& log, std::int64_t from,
-                                                           std::function<bool(const storage::batch_view&)> visit);
 
 } // namespace skiff::broker

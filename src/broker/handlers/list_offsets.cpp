@@ -5,6 +5,7 @@
 
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/log_walk.hpp>
 #include <skiff/storage/record_batch.hpp>
 
 namespace skiff::broker {
@@ -22,7 +23,7 @@ struct offset_outcome {
 runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::int64_t ts) {
     offset_outcome out;
     const std::int64_t start = log.log_start_offset();
-    auto walked = co_await walk_log(log, start, [&out, ts, start](const storage::batch_view& b) {
+    auto walked = co_await storage::walk_committed(log, start, [&out, ts, start](const storage::batch_view& b) {
         if (b.next_offset() <= start || b.max_timestamp < ts) return true;
         out.offset = std::max(b.base_offset, start);
         out.timestamp = b.max_timestamp;

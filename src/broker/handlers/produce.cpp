@@ -68,7 +68,7 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
     out.log_start_offset = log.log_start_offset();
     const auto mode = ack_mode_of(acks);
 
-    idempotence_guard guard(sh, *owned.slot, topic, partition, batch->view);
+    idempotence_guard guard(*owned.slot, topic, partition, batch->view);
     auto chk = co_await guard.reserve();
     if (chk.v == producer_table::verdict::duplicate) {
         // Already written: answer with the original offsets, once they are durable if the
@@ -95,7 +95,8 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
         span.set("acks", static_cast<std::int64_t>(acks));
         span.set("bytes", static_cast<std::int64_t>(batch->view.size()));
     }
-    auto r = co_await log.append(batch->view.bytes, mode);
+    const std::span<const storage::batch_view> views(&batch->view, 1);
+    auto r = co_await log.append(views, mode);
     if (span.active()) {
         if (r) {
             span.set("base_offset", r->base_offset);

@@ -21,6 +21,7 @@ struct fake_shard {
     broker::broker_shared shared;
     broker::shard sh;
     std::shared_ptr<storage::memory_bucket> bucket = std::make_shared<storage::memory_bucket>();
+    storage::memory_store* store = nullptr; // sh.store, for latency and faults
 
     // `data`: the bucket of an earlier fake_shard, to "restart" on its data.
     explicit fake_shard(const std::map<std::string, std::int32_t>& topics,
@@ -35,7 +36,9 @@ struct fake_shard {
         shared.cfg.log.close_timeout = 2s;
         sh.core = 0;
         sh.shared = &shared;
-        sh.store = std::make_unique<storage::memory_store>(bucket);
+        auto s = std::make_unique<storage::memory_store>(bucket);
+        store = s.get();
+        sh.store = std::move(s);
         sh.budget = std::make_unique<storage::io_budget>(8, nullptr);
         auto cat = std::make_shared<broker::catalog>();
         for (auto& [name, parts] : topics) {

@@ -176,3 +176,29 @@ TEST_CASE("after a restart an idempotent retry is recognised from the log", "[br
     };
     runtime::run_task(t());
 }
+
+TEST_CASE("a timed-out idempotent append answers its retry as a duplicate once it is durable", "[broker][produce]") {
+    auto t = []() -> runtime::task<void> {
+        using namespace std::chrono_literals;
+        fake_shard f({{"orders", 1}});
+        f.shared.cfg.log.append_timeout = 50ms;
+        const std::int64_t pid = 5;
+        auto warm = produce_request({{"orders", 0, records_of(0, 1, pid, 0)}});
+        auto w = co_await produce(f.sh, std::move(warm));
+        CHECK(part(w, 0, 0).base_offset == 0);
+        // Slow uploads: the append outlives its timeout but is still being stored.
+        f.store->set_latency(300ms);
+        auto slow = produce_request({{"orders", 0, records_of(1, 2, pid, 1)}});
+        auto s = co_await produce(f.sh, std::move(slow));
+        CHECK(part(s, 0, 0).error_code == kerr::request_timed_out);
+        // The producer retries: the same batch, answered with the offsets it was stored at
+        // once the log reports them durable, and not written twice.
+        auto retry = produce_request({{"orders", 0, records_of(1, 2, pid, 1)}});
+        auto r = co_await produce(f.sh, std::move(retry));
+        CHECK(part(r, 0, 0).error_code == kerr::none);
+        CHECK(part(r, 0, 0).base_offset == 1);
+        CHECK(f.sh.parts.begin()->second->log->high_watermark() == 3);
+        co_await f.close();
+    };
+    runtime::run_task(t());
+}
