@@ -126,7 +126,8 @@ TEST_CASE("fetch errors are per partition", "[broker][fetch]") {
 
 namespace {
 runtime::task<void> produce_later(fake_shard* f) {
-    co_await runtime::sleep(50ms);
+    auto slept = co_await runtime::sleep(50ms);
+    (void)slept;
     auto p = produce_request({{"orders", 0, records_of(7, 1)}});
     auto r = co_await produce(f->sh, std::move(p));
     CHECK(r.responses[0].partition_responses[0].error_code == kerr::none);
