@@ -7,6 +7,7 @@
 // what was read, flush every partition, close groups, release the cores.
 #include <skiff/broker/broker.hpp>
 
+#include "connection.hpp"
 #include "shard.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>

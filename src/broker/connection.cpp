@@ -6,7 +6,8 @@
 // Handlers start in arrival order and every handler issues its cross-core work before its
 // first suspension, so two produce requests of one connection reach a partition's core in
 // the order they were sent (idempotent producers pipeline up to five).
-#include "shard.hpp"
+#include "connection.hpp"
+#include "handlers.hpp"
 
 #include <skiff/core/log.hpp>
 #include <skiff/metrics/registry.hpp>

@@ -1,12 +1,17 @@
-// Request handlers, split by concern: handlers.cpp (dispatch, ApiVersions, Metadata, topic
-// admin, configs, coordinators, producer ids), data_path.cpp (Produce, Fetch, ListOffsets),
-// group_handlers.cpp (consumer groups, routed to the owning core). Private to the module.
+// The Kafka request handlers, one file per API or API family under handlers/ (dispatch,
+// produce, fetch, list_offsets, metadata, topics, configs, cluster, producer_ids,
+// leader_epoch, groups). Work on a partition or a group runs on its owning core through
+// routing.hpp. Private to the module.
 #pragma once
 
+#include "connection.hpp"
 #include "shard.hpp"
 
 #include <skiff/core/log.hpp>
+#include <skiff/kafka/frame.hpp>
 
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -25,6 +30,10 @@ struct request_ctx {
     std::int32_t correlation_id;
     std::string client_id;
 };
+
+// Handles one request frame on this core; the framed response, or nullopt when none is sent
+// (acks=0). Throws connection_error when the connection must close.
+runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame);
 
 // Handlers fill responses without regard to which fields the request's version has;
 // normalize() drops what that version cannot carry before encoding.
@@ -46,12 +55,24 @@ Req decode_body(std::span<const char> body, std::int16_t version) {
     return std::move(*r);
 }
 
-// The address put in Metadata and FindCoordinator.
+// The address put in Metadata, DescribeCluster and FindCoordinator.
 std::pair<std::string, std::int32_t> advertised(const request_ctx& ctx);
 
-runtime::task<std::string> handle_produce(request_ctx ctx, kafka::ProduceRequest req, bool& no_response);
-runtime::task<std::string> handle_fetch(request_ctx ctx, kafka::FetchRequest req);
+// Produce and Fetch answer as response objects (unit-tested without a connection);
+// handle_request encodes them.
+runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req);
+runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req);
+
 runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffsetsRequest req);
+runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req);
+runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTopicsRequest req);
+runtime::task<std::string> handle_delete_topics(request_ctx ctx, kafka::DeleteTopicsRequest req);
+runtime::task<std::string> handle_create_partitions(request_ctx ctx, kafka::CreatePartitionsRequest req);
+std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfigsRequest& req);
+std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeClusterRequest& req);
+std::string find_coordinator(const request_ctx& ctx, const kafka::FindCoordinatorRequest& req);
+runtime::task<std::string> handle_init_producer_id(request_ctx ctx, kafka::InitProducerIdRequest req);
+runtime::task<std::string> handle_offset_for_leader_epoch(request_ctx ctx, kafka::OffsetForLeaderEpochRequest req);
 
 runtime::task<std::string> handle_join_group(request_ctx ctx, kafka::JoinGroupRequest req);
 runtime::task<std::string> handle_sync_group(request_ctx ctx, kafka::SyncGroupRequest req);
@@ -62,6 +83,16 @@ runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFet
 runtime::task<std::string> handle_list_groups(request_ctx ctx, kafka::ListGroupsRequest req);
 runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::DescribeGroupsRequest req);
 runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGroupsRequest req);
+
+// A topic's configs as reported (CreateTopics v5+, DescribeConfigs): every known config, the
+// value set at creation or else Kafka's default.
+struct effective_config {
+    std::string_view name;
+    std::string value;
+    bool custom = false; // set at creation (DYNAMIC_TOPIC_CONFIG) rather than DEFAULT_CONFIG
+};
+std::vector<effective_config> effective_configs(const topic_info& t);
+inline constexpr std::int8_t dynamic_topic_config = 1, static_broker_config = 4, default_config = 5;
 
 // The APIs and versions this broker serves (ApiVersions lists exactly these).
 struct served_api {

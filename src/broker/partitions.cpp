@@ -90,6 +90,21 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
     }
 }
 
+runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition) {
+    owned_partition out;
+    auto r = co_await local_partition(sh, std::move(topic), partition);
+    if (!r) {
+        out.error = r.error().code == storage::errc::cancelled ? kerr::not_leader_or_follower
+                                                               : kerr::leader_not_available;
+        out.message = r.error().message;
+    } else if (!*r) {
+        out.error = kerr::unknown_topic_or_partition;
+    } else {
+        out.slot = *r;
+    }
+    co_return out;
+}
+
 namespace {
 runtime::task<void> open_quietly(shard* sh, std::string topic, std::int32_t p) {
     auto r = co_await local_partition(*sh, std::move(topic), p);

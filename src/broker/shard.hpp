@@ -9,6 +9,7 @@
 #include <skiff/kafka/frame.hpp>
 #include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/oneshot.hpp>
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
@@ -16,6 +17,7 @@
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 #include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/record_batch.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -39,7 +41,7 @@ struct partition_slot {
     // The producer table is rebuilt from the log's tail before the first idempotent append
     // after the partition was opened; appends of idempotent producers wait for it (in order).
     bool producers_loaded = false;
-    std::shared_ptr<runtime::semaphore> producers_loading;
+    std::shared_ptr<runtime::oneshot<void>> producers_loading; // set when the rebuild is done
 };
 
 struct shard;
@@ -120,17 +122,14 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 
-// What a connection knows about itself, for handlers.
-struct conn_info {
-    std::string client_host;
-    std::string local_host; // the address the client connected to (advertised when unset)
-    std::uint16_t local_port = 0;
+// The owning core's partition, or the Kafka error a request for it gets: unknown partition,
+// or a restore that failed (retriable; NOT_LEADER while shutting down). Completes without
+// suspending when the partition is open, which the produce ordering relies on (routing.hpp).
+struct owned_partition {
+    partition_slot* slot = nullptr;
+    std::int16_t error = 0; // kerr::none
+    std::string message;
 };
-
-// Handles one request frame; the framed response, or nullopt when none is sent (acks=0).
-runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame);
-
-// Runs one Kafka connection until the peer closes, a protocol error, or shutdown.
-runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream);
+runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition);
 
 } // namespace skiff::broker

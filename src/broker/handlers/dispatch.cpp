@@ -1,0 +1,190 @@
+// Dispatch: the served APIs and versions, ApiVersions, and the switch that decodes a request
+// and hands it to its handler (one file per API under handlers/).
+#include "../handlers.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+
+#include <array>
+
+namespace skiff::broker {
+
+namespace {
+using kafka::api_key;
+// Versions are capped where a newer one needs something skiff does not have (Fetch v13+
+// addresses topics by id only; Produce v10+ is KIP-890 era; ListOffsets v7 adds the
+// max-timestamp query, which needs a time index; Metadata v12 is the newest with names). Produce and Fetch start at the first versions
+// that carry magic-2 record batches.
+constexpr std::array<served_api, 22> apis{{
+    {api_key::produce, 3, 9},
+    {api_key::fetch, 4, 12},
+    {api_key::list_offsets, 1, 6},
+    {api_key::metadata, 0, 12},
+    {api_key::offset_commit, 0, 8},
+    {api_key::offset_fetch, 0, 8},
+    {api_key::find_coordinator, 0, 4},
+    {api_key::join_group, 0, 9},
+    {api_key::heartbeat, 0, 4},
+    {api_key::leave_group, 0, 5},
+    {api_key::sync_group, 0, 5},
+    {api_key::describe_groups, 0, 5},
+    {api_key::list_groups, 0, 4},
+    {api_key::api_versions, 0, 3},
+    {api_key::create_topics, 0, 7},
+    {api_key::delete_topics, 0, 6},
+    {api_key::init_producer_id, 0, 4},
+    {api_key::offset_for_leader_epoch, 0, 4},
+    {api_key::describe_configs, 0, 4},
+    {api_key::create_partitions, 0, 3},
+    {api_key::delete_groups, 0, 2},
+    {api_key::describe_cluster, 0, 1},
+}};
+
+const served_api* find_served(std::int16_t key) {
+    for (auto& a : apis) {
+        if (static_cast<std::int16_t>(a.key) == key) return &a;
+    }
+    return nullptr;
+}
+
+std::string api_versions(const request_ctx& ctx, bool unsupported) {
+    kafka::ApiVersionsResponse r;
+    r.error_code = unsupported ? kerr::unsupported_version : kerr::none;
+    for (auto& a : apis) {
+        kafka::ApiVersionsResponse::ApiVersion v;
+        v.api_key = static_cast<std::int16_t>(a.key);
+        v.min_version = a.min_version;
+        v.max_version = a.max_version;
+        r.api_keys.push_back(v);
+    }
+    if (unsupported) {
+        // KIP-511: an unknown ApiVersions version is answered in v0, which every client reads.
+        request_ctx v0{ctx.sh, ctx.ci, 0, ctx.correlation_id, ctx.client_id};
+        return respond(r, v0);
+    }
+    return respond(r, ctx);
+}
+
+} // namespace
+
+std::span<const served_api> served_apis() noexcept { return apis; }
+
+std::pair<std::string, std::int32_t> advertised(const request_ctx& ctx) {
+    const auto& adv = ctx.sh.cfg().advertised_addr;
+    if (!adv.empty()) {
+        auto colon = adv.rfind(':');
+        std::string host = adv.substr(0, colon);
+        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+        return {host, static_cast<std::int32_t>(std::stoi(adv.substr(colon + 1)))};
+    }
+    return {ctx.ci.local_host.empty() ? std::string("127.0.0.1") : ctx.ci.local_host, ctx.ci.local_port};
+}
+
+runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame) {
+    auto hdr = kafka::parse_request_header(frame);
+    if (!hdr) throw connection_error("malformed request header: " + hdr.error().message);
+    const std::int16_t key = hdr->header.request_api_key;
+    const std::int16_t version = hdr->header.request_api_version;
+    request_ctx ctx{sh, ci, version, hdr->header.correlation_id, hdr->header.client_id.value_or("")};
+    const served_api* api = find_served(key);
+    if (key == static_cast<std::int16_t>(api_key::api_versions)) {
+        if (!api || version < api->min_version || version > api->max_version) co_return api_versions(ctx, true);
+        (void)decode_body<kafka::ApiVersionsRequest>(hdr->body, version);
+        co_return api_versions(ctx, false);
+    }
+    if (!api) throw connection_error("unsupported API key " + std::to_string(key));
+    if (version < api->min_version || version > api->max_version) {
+        throw connection_error("unsupported version " + std::to_string(version) + " of API key " +
+                               std::to_string(key) + " (served: " + std::to_string(api->min_version) + "-" +
+                               std::to_string(api->max_version) + ")");
+    }
+    auto body = hdr->body;
+    switch (static_cast<api_key>(key)) {
+    case api_key::produce: {
+        auto req = decode_body<kafka::ProduceRequest>(body, version);
+        const bool no_response = req.acks == 0;
+        auto r = co_await produce(sh, std::move(req));
+        if (no_response) co_return std::nullopt;
+        co_return respond(r, ctx);
+    }
+    case api_key::fetch: {
+        auto req = decode_body<kafka::FetchRequest>(body, version);
+        auto r = co_await fetch(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::list_offsets: {
+        auto req = decode_body<kafka::ListOffsetsRequest>(body, version);
+        co_return co_await handle_list_offsets(ctx, std::move(req));
+    }
+    case api_key::metadata: {
+        auto req = decode_body<kafka::MetadataRequest>(body, version);
+        co_return co_await handle_metadata(ctx, std::move(req));
+    }
+    case api_key::create_topics: {
+        auto req = decode_body<kafka::CreateTopicsRequest>(body, version);
+        co_return co_await handle_create_topics(ctx, std::move(req));
+    }
+    case api_key::delete_topics: {
+        auto req = decode_body<kafka::DeleteTopicsRequest>(body, version);
+        co_return co_await handle_delete_topics(ctx, std::move(req));
+    }
+    case api_key::create_partitions: {
+        auto req = decode_body<kafka::CreatePartitionsRequest>(body, version);
+        co_return co_await handle_create_partitions(ctx, std::move(req));
+    }
+    case api_key::describe_configs:
+        co_return describe_configs(ctx, decode_body<kafka::DescribeConfigsRequest>(body, version));
+    case api_key::describe_cluster:
+        co_return describe_cluster(ctx, decode_body<kafka::DescribeClusterRequest>(body, version));
+    case api_key::find_coordinator:
+        co_return find_coordinator(ctx, decode_body<kafka::FindCoordinatorRequest>(body, version));
+    case api_key::init_producer_id: {
+        auto req = decode_body<kafka::InitProducerIdRequest>(body, version);
+        co_return co_await handle_init_producer_id(ctx, std::move(req));
+    }
+    case api_key::offset_for_leader_epoch: {
+        auto req = decode_body<kafka::OffsetForLeaderEpochRequest>(body, version);
+        co_return co_await handle_offset_for_leader_epoch(ctx, std::move(req));
+    }
+    case api_key::join_group: {
+        auto req = decode_body<kafka::JoinGroupRequest>(body, version);
+        co_return co_await handle_join_group(ctx, std::move(req));
+    }
+    case api_key::sync_group: {
+        auto req = decode_body<kafka::SyncGroupRequest>(body, version);
+        co_return co_await handle_sync_group(ctx, std::move(req));
+    }
+    case api_key::heartbeat: {
+        auto req = decode_body<kafka::HeartbeatRequest>(body, version);
+        co_return co_await handle_heartbeat(ctx, std::move(req));
+    }
+    case api_key::leave_group: {
+        auto req = decode_body<kafka::LeaveGroupRequest>(body, version);
+        co_return co_await handle_leave_group(ctx, std::move(req));
+    }
+    case api_key::offset_commit: {
+        auto req = decode_body<kafka::OffsetCommitRequest>(body, version);
+        co_return co_await handle_offset_commit(ctx, std::move(req));
+    }
+    case api_key::offset_fetch: {
+        auto req = decode_body<kafka::OffsetFetchRequest>(body, version);
+        co_return co_await handle_offset_fetch(ctx, std::move(req));
+    }
+    case api_key::list_groups: {
+        auto req = decode_body<kafka::ListGroupsRequest>(body, version);
+        co_return co_await handle_list_groups(ctx, std::move(req));
+    }
+    case api_key::describe_groups: {
+        auto req = decode_body<kafka::DescribeGroupsRequest>(body, version);
+        co_return co_await handle_describe_groups(ctx, std::move(req));
+    }
+    case api_key::delete_groups: {
+        auto req = decode_body<kafka::DeleteGroupsRequest>(body, version);
+        co_return co_await handle_delete_groups(ctx, std::move(req));
+    }
+    default:
+        break;
+    }
+    throw connection_error("API key " + std::to_string(key) + " has no handler");
+}
+
+} // namespace skiff::broker

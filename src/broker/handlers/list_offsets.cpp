@@ -1,0 +1,114 @@
+// ListOffsets: the log start, the log end, or the first offset at or after a timestamp, on
+// each partition's owning core.
+#include "../handlers.hpp"
+#include "../routing.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+#include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/log_walk.hpp>
+#include <skiff/storage/record_batch.hpp>
+
+namespace skiff::broker {
+
+namespace {
+
+struct offset_outcome {
+    std::int16_t error = kerr::none;
+    std::int64_t offset = -1;
+    std::int64_t timestamp = -1;
+};
+
+// The earliest offset whose record timestamp is >= ts. There is no time index yet, so this
+// walks the log from its start; batches whose max timestamp is below ts are skipped whole.
+runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::int64_t ts) {
+    offset_outcome out;
+    const std::int64_t start = log.log_start_offset();
+    auto walked = co_await storage::walk_committed(log, start, [&out, ts, start](const storage::batch_view& b) {
+        if (b.next_offset() <= start || b.max_timestamp < ts) return true;
+        out.offset = std::max(b.base_offset, start);
+        out.timestamp = b.max_timestamp;
+        if (!b.is_compressed()) {
+            if (auto recs = storage::parse_records(b)) {
+                for (auto& rec : *recs) {
+                    const std::int64_t t = b.base_timestamp + rec.timestamp_delta;
+                    const std::int64_t o = b.base_offset + rec.offset_delta;
+                    if (o >= start && t >= ts) {
+                        out.offset = o;
+                        out.timestamp = t;
+                        break;
+                    }
+                }
+            }
+        }
+        return false;
+    });
+    if (!walked) out = offset_outcome{kerr::kafka_storage_error, -1, -1};
+    co_return out; // none found: offset -1, as Kafka answers
+}
+
+runtime::task<offset_outcome> list_offset_on_owner(shard& sh, std::string topic, std::int32_t partition,
+                                                   std::int64_t ts) {
+    offset_outcome out;
+    auto owned = co_await find_owned(sh, topic, partition);
+    if (!owned.slot) {
+        out.error = owned.error;
+        co_return out;
+    }
+    auto& log = *owned.slot->log;
+    if (ts == -2) {
+        out.offset = log.log_start_offset();
+    } else if (ts == -1) {
+        out.offset = log.high_watermark();
+    } else if (ts < 0) {
+        out.error = kerr::invalid_request;
+    } else {
+        co_return co_await offset_for_time(log, ts);
+    }
+    co_return out;
+}
+
+} // namespace
+
+runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffsetsRequest req) {
+    kafka::ListOffsetsResponse r;
+    struct where {
+        std::size_t topic, partition;
+    };
+    std::vector<where> issued;
+    std::vector<runtime::task<offset_outcome>> work;
+    for (auto& t : req.topics) {
+        kafka::ListOffsetsResponse::ListOffsetsTopicResponse tr;
+        tr.name = t.name;
+        const topic_info* info = ctx.sh.cat->find(t.name);
+        for (auto& p : t.partitions) {
+            kafka::ListOffsetsResponse::ListOffsetsPartitionResponse pr;
+            pr.partition_index = p.partition_index;
+            pr.offset = -1;
+            pr.timestamp = -1;
+            if (ctx.version >= 4) pr.leader_epoch = 0;
+            if (!info || p.partition_index < 0 || p.partition_index >= info->partitions) {
+                pr.error_code = kerr::unknown_topic_or_partition;
+            } else {
+                issued.push_back(where{r.topics.size(), tr.partitions.size()});
+                const std::string* name = &t.name;
+                const std::int32_t part = p.partition_index;
+                const std::int64_t ts = p.timestamp;
+                work.push_back(on_partition_owner(ctx.sh, t.name, part, [name, part, ts](shard& o) {
+                    return list_offset_on_owner(o, *name, part, ts);
+                }));
+            }
+            tr.partitions.push_back(std::move(pr));
+        }
+        r.topics.push_back(std::move(tr));
+    }
+    auto results = co_await runtime::when_all(std::move(work));
+    for (std::size_t i = 0; i < issued.size(); ++i) {
+        auto& pr = r.topics[issued[i].topic].partitions[issued[i].partition];
+        pr.error_code = results[i].error;
+        pr.offset = results[i].offset;
+        pr.timestamp = results[i].timestamp;
+    }
+    co_return respond(r, ctx);
+}
+
+} // namespace skiff::broker

@@ -1,0 +1,86 @@
+// Metadata: the one broker, and the topics asked for (auto-created on core 0 when allowed).
+#include "../handlers.hpp"
+#include "../routing.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+
+namespace skiff::broker {
+
+namespace {
+kafka::MetadataResponse::MetadataResponseTopic describe_topic(const topic_info& t, const request_ctx& ctx) {
+    kafka::MetadataResponse::MetadataResponseTopic mt;
+    mt.name = t.name;
+    mt.topic_id = t.id;
+    mt.error_code = kerr::none;
+    const std::int32_t node = ctx.sh.cfg().node_id;
+    for (std::int32_t p = 0; p < t.partitions; ++p) {
+        kafka::MetadataResponse::MetadataResponsePartition mp;
+        mp.partition_index = p;
+        mp.error_code = kerr::none;
+        mp.leader_id = node;
+        mp.leader_epoch = 0;
+        mp.replica_nodes = {node};
+        mp.isr_nodes = {node};
+        mt.partitions.push_back(std::move(mp));
+    }
+    return mt;
+}
+
+} // namespace
+
+runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req) {
+    kafka::MetadataResponse r;
+    auto [host, port] = advertised(ctx);
+    kafka::MetadataResponse::MetadataResponseBroker b;
+    b.node_id = ctx.sh.cfg().node_id;
+    b.host = host;
+    b.port = port;
+    r.brokers.push_back(b);
+    r.cluster_id = ctx.sh.cfg().cluster_id;
+    r.controller_id = ctx.sh.cfg().node_id;
+
+    // v0: an empty list means every topic; v1+: null means every topic.
+    const bool all = !req.topics || (ctx.version == 0 && req.topics->empty());
+    if (all) {
+        for (auto& [_, t] : ctx.sh.cat->topics) r.topics.push_back(describe_topic(t, ctx));
+        co_return respond(r, ctx);
+    }
+    const bool may_create = ctx.sh.cfg().auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
+    for (auto& rt : *req.topics) {
+        const topic_info* t = nullptr;
+        std::string name = rt.name.value_or("");
+        if (!rt.name && !rt.topic_id.is_zero()) {
+            t = ctx.sh.cat->find(rt.topic_id);
+            if (!t) {
+                kafka::MetadataResponse::MetadataResponseTopic mt;
+                mt.error_code = kerr::unknown_topic_id;
+                mt.topic_id = rt.topic_id;
+                r.topics.push_back(std::move(mt));
+                continue;
+            }
+        } else {
+            t = ctx.sh.cat->find(name);
+        }
+        if (!t && may_create && !invalid_topic_name(name)) {
+            const std::int32_t parts = ctx.sh.cfg().default_partitions;
+            auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
+                return create_topic(sh0, name, parts, std::map<std::string, std::string>(), false);
+            });
+            if (out.error != kerr::none && out.error != kerr::topic_already_exists) {
+                log::warn("auto-creating topic {}: {}", name, out.message);
+            }
+            t = ctx.sh.cat->find(name); // the broadcast reached this core before the answer
+        }
+        if (!t) {
+            kafka::MetadataResponse::MetadataResponseTopic mt;
+            mt.name = name;
+            mt.error_code = invalid_topic_name(name) ? kerr::invalid_topic_exception : kerr::unknown_topic_or_partition;
+            r.topics.push_back(std::move(mt));
+            continue;
+        }
+        r.topics.push_back(describe_topic(*t, ctx));
+    }
+    co_return respond(r, ctx);
+}
+
+} // namespace skiff::broker

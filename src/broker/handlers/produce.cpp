@@ -1,0 +1,220 @@
+// Produce: each partition's batch is validated once (produce_validation), then appended on
+// the partition's owning core; the request fans out to the owners and gathers the answers.
+#include "../handlers.hpp"
+#include "../idempotence.hpp"
+#include "../produce_validation.hpp"
+#include "../routing.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+#include <skiff/metrics/trace.hpp>
+#include <skiff/runtime/when_all.hpp>
+
+#include <chrono>
+#include <deque>
+
+namespace skiff::broker {
+
+namespace {
+
+struct produce_outcome {
+    std::int16_t error = kerr::none;
+    std::string message;
+    std::int64_t base_offset = -1;
+    std::int64_t log_start_offset = -1;
+};
+
+std::int16_t append_error_code(storage::append_errc c) {
+    switch (c) {
+    case storage::append_errc::corrupt_message: return kerr::corrupt_message;
+    case storage::append_errc::unsupported_version: return kerr::unsupported_for_message_format;
+    case storage::append_errc::timed_out: return kerr::request_timed_out;
+    case storage::append_errc::shutting_down: return kerr::not_leader_or_follower;
+    case storage::append_errc::cancelled: return kerr::request_timed_out;
+    }
+    return kerr::unknown_server_error;
+}
+
+std::int16_t verdict_error_code(producer_table::verdict v) {
+    switch (v) {
+    case producer_table::verdict::stale_epoch: return kerr::invalid_producer_epoch;
+    case producer_table::verdict::out_of_order: return kerr::out_of_order_sequence_number;
+    default: return kerr::request_timed_out; // duplicate_pending for too long
+    }
+}
+
+storage::ack_mode ack_mode_of(std::int16_t acks) {
+    return acks == -1 ? storage::ack_mode::durable : (acks == 1 ? storage::ack_mode::leader : storage::ack_mode::none);
+}
+
+// Waits until [.., last] is committed: a duplicate is acknowledged like its original.
+runtime::task<bool> durable_through(storage::partition_log& log, std::int64_t last, std::chrono::milliseconds timeout) {
+    if (log.high_watermark() > last) co_return true;
+    co_return co_await log.wait_for_data(last, timeout);
+}
+
+// Runs on the partition's core. No suspension before the append is issued when the
+// partition is open and its producer table loaded, so appends keep the order in which
+// requests were read (routing.hpp). `batch` lives in the request's frame until this returns.
+runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std::int32_t partition,
+                                               const validated_batch* batch, std::int16_t acks) {
+    produce_outcome out;
+    auto owned = co_await find_owned(sh, topic, partition);
+    if (!owned.slot) {
+        out.error = owned.error;
+        out.message = std::move(owned.message);
+        co_return out;
+    }
+    auto& log = *owned.slot->log;
+    out.log_start_offset = log.log_start_offset();
+    const auto mode = ack_mode_of(acks);
+
+    idempotence_guard guard(*owned.slot, topic, partition, batch->view);
+    auto chk = co_await guard.reserve();
+    if (chk.v == producer_table::verdict::duplicate) {
+        // Already written: answer with the original offsets, once they are durable if the
+        // producer asked for that.
+        if (mode == storage::ack_mode::durable &&
+            !co_await durable_through(log, chk.last_offset, sh.cfg().log.append_timeout)) {
+            out.error = kerr::request_timed_out;
+            co_return out;
+        }
+        out.base_offset = chk.base_offset;
+        co_return out;
+    }
+    if (chk.v != producer_table::verdict::accept) {
+        out.error = verdict_error_code(chk.v);
+        co_return out;
+    }
+
+    // A produce trace per partition append, linked to the flush that made it durable, so an
+    // operator sees in /traces how much of a produce's latency each upload took.
+    auto span = metrics::span::root("produce", metrics::volume::high);
+    if (span.active()) {
+        span.set("topic", topic);
+        span.set("partition", partition);
+        span.set("acks", static_cast<std::int64_t>(acks));
+        span.set("bytes", static_cast<std::int64_t>(batch->view.size()));
+    }
+    const std::span<const storage::batch_view> views(&batch->view, 1);
+    auto r = co_await log.append(views, mode);
+    if (span.active()) {
+        if (r) {
+            span.set("base_offset", r->base_offset);
+            span.link(r->flush_span);
+        } else {
+            span.set("error", static_cast<std::int64_t>(append_error_code(r.error().code)));
+        }
+    }
+    if (!r) {
+        out.error = append_error_code(r.error().code);
+        out.message = r.error().message;
+        // A timed-out append is still being written at the offsets it was given; anything
+        // else was not written (the guard's destructor aborts the reservation).
+        if (r.error().code == storage::append_errc::timed_out && r.error().last_offset >= 0) {
+            guard.complete_when_durable(r.error().base_offset, r.error().last_offset);
+        }
+        co_return out;
+    }
+    guard.complete(r->base_offset, r->last_offset);
+    out.base_offset = r->base_offset;
+    co_return out;
+}
+
+std::int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+} // namespace
+
+runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req) {
+    const auto started = std::chrono::steady_clock::now();
+    auto& m = sh.produce[req.acks == 0 ? 0 : (req.acks == 1 ? 1 : 2)];
+    kafka::ProduceResponse r;
+    std::int16_t blanket = kerr::none;
+    if (req.acks != 0 && req.acks != 1 && req.acks != -1) blanket = kerr::invalid_required_acks;
+    if (req.transactional_id) blanket = kerr::transactional_id_authorization_failed;
+    const std::int16_t acks = req.acks;
+    const std::int64_t now = wall_ms();
+
+    // Every partition is issued before the first suspension (routing.hpp). The validated
+    // batches stay here, in a container that never moves its elements, until every append
+    // has completed.
+    struct where {
+        std::size_t topic, partition;
+    };
+    std::vector<where> issued;
+    std::deque<validated_batch> batches;
+    std::vector<runtime::task<produce_outcome>> work;
+    for (std::size_t ti = 0; ti < req.topic_data.size(); ++ti) {
+        auto& td = req.topic_data[ti];
+        kafka::ProduceResponse::TopicProduceResponse tr;
+        tr.name = td.name;
+        const topic_info* info = sh.cat->find(td.name);
+        topic_policy policy;
+        if (info) {
+            auto p = make_topic_policy(info->configs, topic_policy());
+            if (p) {
+                policy = *p;
+            } else {
+                log::warn("topic {}: {}; produced batches are checked against the defaults", td.name, p.error());
+            }
+        }
+        for (std::size_t pi = 0; pi < td.partition_data.size(); ++pi) {
+            auto& pd = td.partition_data[pi];
+            kafka::ProduceResponse::PartitionProduceResponse pr;
+            pr.index = pd.index;
+            pr.base_offset = -1;
+            pr.log_append_time_ms = -1;
+            pr.log_start_offset = -1;
+            if (blanket != kerr::none) {
+                pr.error_code = blanket;
+            } else if (!info || pd.index < 0 || pd.index >= info->partitions) {
+                pr.error_code = kerr::unknown_topic_or_partition;
+            } else if (!pd.records || pd.records->empty()) {
+                pr.error_code = kerr::invalid_record;
+                pr.error_message = "the partition has no records";
+            } else if (auto v = validate_produce(*pd.records, policy, now); !v) {
+                pr.error_code = static_cast<std::int16_t>(v.error().code);
+                pr.error_message = std::move(v.error().message);
+                for (auto& re : v.error().record_errors) {
+                    kafka::ProduceResponse::BatchIndexAndErrorMessage e;
+                    e.batch_index = re.batch_index;
+                    e.batch_index_error_message = std::move(re.message);
+                    pr.record_errors.push_back(std::move(e));
+                }
+            } else {
+                sh.produce_bytes.inc(pd.records->size());
+                issued.push_back(where{ti, pi});
+                batches.push_back(std::move(*v));
+                const validated_batch* b = &batches.back();
+                const std::string* topic = &td.name;
+                const std::int32_t partition = pd.index;
+                work.push_back(on_partition_owner(sh, td.name, partition, [topic, partition, b, acks](shard& o) {
+                    return append_on_owner(o, *topic, partition, b, acks);
+                }));
+            }
+            tr.partition_responses.push_back(std::move(pr));
+        }
+        r.responses.push_back(std::move(tr));
+    }
+    auto results = co_await runtime::when_all(std::move(work));
+    for (std::size_t i = 0; i < issued.size(); ++i) {
+        auto& pr = r.responses[issued[i].topic].partition_responses[issued[i].partition];
+        produce_outcome& o = results[i];
+        pr.error_code = o.error;
+        pr.base_offset = o.base_offset;
+        pr.log_start_offset = o.log_start_offset;
+        if (!o.message.empty() && o.error != kerr::none) pr.error_message = o.message;
+    }
+    for (auto& tr : r.responses) {
+        for (auto& pr : tr.partition_responses) {
+            if (pr.error_code != kerr::none) m.errors.inc();
+        }
+    }
+    m.requests.inc();
+    m.latency.record(std::chrono::steady_clock::now() - started);
+    co_return r;
+}
+
+} // namespace skiff::broker

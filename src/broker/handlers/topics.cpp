@@ -1,0 +1,122 @@
+// Topic admin: CreateTopics, DeleteTopics, CreatePartitions. Catalog changes run on core 0,
+// which broadcasts the new catalog to every core before it answers.
+#include "../handlers.hpp"
+#include "../routing.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+
+#include <set>
+
+namespace skiff::broker {
+
+// ---- topic admin ------------------------------------------------------------------------
+
+runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTopicsRequest req) {
+    kafka::CreateTopicsResponse r;
+    std::set<std::string> seen;
+    for (auto& t : req.topics) {
+        kafka::CreateTopicsResponse::CreatableTopicResult res;
+        res.name = t.name;
+        std::int32_t parts = t.num_partitions;
+        const std::int32_t node = ctx.sh.cfg().node_id;
+        if (!t.assignments.empty()) {
+            parts = static_cast<std::int32_t>(t.assignments.size());
+            for (auto& a : t.assignments) {
+                for (auto id : a.broker_ids) {
+                    if (id != node) {
+                        res.error_code = kerr::invalid_replica_assignment;
+                        res.error_message = "broker " + std::to_string(id) + " does not exist";
+                    }
+                }
+            }
+        }
+        if (parts == -1) parts = ctx.sh.cfg().default_partitions;
+        if (!seen.insert(t.name).second) {
+            res.error_code = kerr::invalid_request;
+            res.error_message = "the topic is named twice in the request";
+        }
+        // Replication is the object store's job: any replication factor is accepted and the
+        // topic reports one replica (this broker).
+        if (res.error_code == kerr::none) {
+            std::map<std::string, std::string> configs;
+            for (auto& c : t.configs) {
+                if (c.value) configs[c.name] = *c.value;
+            }
+            auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
+                return create_topic(sh0, t.name, parts, configs, req.validate_only);
+            });
+            res.error_code = out.error;
+            if (!out.message.empty()) res.error_message = out.message;
+        }
+        if (res.error_code == kerr::none) {
+            res.num_partitions = parts;
+            res.replication_factor = 1;
+            if (const topic_info* info = ctx.sh.cat->find(t.name)) { // absent for validate_only
+                res.topic_id = info->id;
+                std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> cfgs;
+                for (auto& e : effective_configs(*info)) {
+                    kafka::CreateTopicsResponse::CreatableTopicConfigs c;
+                    c.name = std::string(e.name);
+                    c.value = std::move(e.value);
+                    c.config_source = e.custom ? dynamic_topic_config : default_config;
+                    cfgs.push_back(std::move(c));
+                }
+                res.configs = std::move(cfgs);
+            }
+        } else {
+            res.num_partitions = -1;
+            res.replication_factor = -1;
+        }
+        r.topics.push_back(std::move(res));
+    }
+    co_return respond(r, ctx);
+}
+
+runtime::task<std::string> handle_delete_topics(request_ctx ctx, kafka::DeleteTopicsRequest req) {
+    kafka::DeleteTopicsResponse r;
+    std::vector<kafka::DeleteTopicsRequest::DeleteTopicState> wanted = req.topics;
+    for (auto& n : req.topic_names) {
+        kafka::DeleteTopicsRequest::DeleteTopicState s;
+        s.name = n;
+        wanted.push_back(std::move(s));
+    }
+    for (auto& w : wanted) {
+        kafka::DeleteTopicsResponse::DeletableTopicResult res;
+        res.name = w.name;
+        res.topic_id = w.topic_id;
+        std::string name;
+        if (w.name) {
+            name = *w.name;
+        } else if (auto* t = ctx.sh.cat->find(w.topic_id)) {
+            name = t->name;
+            res.name = name;
+        } else {
+            res.error_code = kerr::unknown_topic_id;
+            r.responses.push_back(std::move(res));
+            continue;
+        }
+        if (auto* t = ctx.sh.cat->find(name)) res.topic_id = t->id;
+        auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) { return delete_topic(sh0, name); });
+        res.error_code = out.error;
+        if (!out.message.empty() && out.error != kerr::none) res.error_message = out.message;
+        r.responses.push_back(std::move(res));
+    }
+    co_return respond(r, ctx);
+}
+
+runtime::task<std::string> handle_create_partitions(request_ctx ctx, kafka::CreatePartitionsRequest req) {
+    kafka::CreatePartitionsResponse r;
+    for (auto& t : req.topics) {
+        kafka::CreatePartitionsResponse::CreatePartitionsTopicResult res;
+        res.name = t.name;
+        auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
+            return create_partitions(sh0, t.name, t.count, req.validate_only);
+        });
+        res.error_code = out.error;
+        if (out.error != kerr::none) res.error_message = out.message;
+        r.results.push_back(std::move(res));
+    }
+    co_return respond(r, ctx);
+}
+
+} // namespace skiff::broker

@@ -1,0 +1,114 @@
+#include "idempotence.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/timer.hpp>
+#include <skiff/storage/log_walk.hpp>
+
+#include <algorithm>
+#include <chrono>
+
+namespace skiff::broker {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::uint64_t now_ms() {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
+
+std::int32_t last_seq_of(const storage::batch_view& b) {
+    return producer_table::next_seq(b.base_sequence, std::max(b.record_count, 1) - 1);
+}
+
+// Rebuilds the partition's producer table from the batch headers of its last offsets (up to
+// `window` of them), so that a batch stored just before a crash and retried after it is
+// recognised as a duplicate.
+runtime::task<void> load_producers(partition_slot* slot, std::string topic, std::int32_t partition) {
+    constexpr std::int64_t window = 50000;
+    const std::int64_t from = std::max(slot->log->log_start_offset(), slot->log->high_watermark() - window);
+    std::size_t batches = 0;
+    auto walked = co_await storage::walk_committed(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
+        if (b.producer_id >= 0) {
+            slot->producers.replay(b.producer_id, b.producer_epoch, b.base_sequence, last_seq_of(b), b.base_offset,
+                                   b.last_offset(), now_ms());
+            ++batches;
+        }
+        return true;
+    });
+    if (!walked) {
+        log::warn("partition {}/{}: rebuilding idempotent-producer state stopped early: {}", topic, partition,
+                  walked.error().message);
+    }
+    if (batches) log::info("partition {}/{}: producer state rebuilt from {} batches", topic, partition, batches);
+}
+
+runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition) {
+    while (!slot->producers_loaded) {
+        if (auto loading = slot->producers_loading) {
+            // Waiters resume in arrival order, so their appends keep the order of their requests.
+            auto done = co_await loading->wait();
+            (void)done; // set or broken: look again
+            continue;
+        }
+        auto loading = std::make_shared<runtime::oneshot<void>>();
+        slot->producers_loading = loading;
+        co_await load_producers(slot, topic, partition);
+        slot->producers_loaded = true;
+        slot->producers_loading.reset();
+        loading->set();
+    }
+}
+
+} // namespace
+
+idempotence_guard::idempotence_guard(partition_slot& slot, std::string topic, std::int32_t partition,
+                                     const storage::batch_view& batch)
+    : _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
+      _epoch(batch.producer_epoch), _base_seq(batch.base_sequence), _last_seq(last_seq_of(batch)) {}
+
+idempotence_guard::~idempotence_guard() { abort(); }
+
+runtime::task<producer_table::check_result> idempotence_guard::reserve() {
+    if (!idempotent()) co_return producer_table::check_result{};
+    if (!_slot.producers_loaded) co_await ensure_producers_loaded(&_slot, _topic, _partition);
+    using v = producer_table::verdict;
+    for (int attempt = 0;; ++attempt) {
+        auto chk = _slot.producers.check_and_reserve(_pid, _epoch, _base_seq, _last_seq, now_ms());
+        if (chk.v == v::accept) _reserved = true;
+        // The original is being appended right now: its outcome decides this answer.
+        if (chk.v != v::duplicate_pending || attempt >= 2000) co_return chk;
+        (void)co_await runtime::sleep(5ms);
+    }
+}
+
+void idempotence_guard::complete(std::int64_t base, std::int64_t last) {
+    if (!_reserved) return;
+    _reserved = false;
+    _slot.producers.complete(_pid, _epoch, _base_seq, base, last);
+}
+
+void idempotence_guard::abort() {
+    if (!_reserved) return;
+    _reserved = false;
+    _slot.producers.abort(_pid, _epoch, _base_seq);
+}
+
+void idempotence_guard::complete_when_durable(std::int64_t base, std::int64_t last) {
+    if (!_reserved) return;
+    _reserved = false;
+    // The log calls back exactly once: durable, or closed first (topic deleted, shutdown), when
+    // the table is of no further use and the slot may be half destroyed (its producer table
+    // goes before its log), so it is not touched then.
+    producer_table* table = &_slot.producers;
+    const std::int64_t pid = _pid;
+    const std::int16_t epoch = _epoch;
+    const std::int32_t base_seq = _base_seq;
+    _slot.log->on_durable(last, [table, pid, epoch, base_seq, base, last](bool durable) {
+        if (durable) table->complete(pid, epoch, base_seq, base, last);
+    });
+}
+
+} // namespace skiff::broker
