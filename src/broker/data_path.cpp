@@ -80,7 +80,14 @@ struct produce_outcome {
     std::string message;
     std::int64_t base_offset = -1;
     std::int64_t log_start_offset = -1;
+    std::int64_t log_append_time_ms = -1;
+    std::vector<record_error> record_errors;
 };
+
+std::int64_t wall_now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
 
 std::int16_t append_error_code(storage::append_errc c) {
     switch (c) {
@@ -176,25 +183,17 @@ runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std
     const auto mode = acks == -1 ? storage::ack_mode::durable
                                  : (acks == 1 ? storage::ack_mode::leader : storage::ack_mode::none);
 
-    // Produce v3+ carries exactly one batch per partition (as Kafka enforces); its header
-    // says whether the producer is idempotent. The CRC is checked by append().
-    auto first = storage::parse_batch(records, false);
-    if (!first) {
-        out.error = first.error().code == storage::format_errc::old_message_format ? kerr::unsupported_for_message_format
-                                                                                    : kerr::corrupt_message;
-        out.message = first.error().message;
+    // Kafka's produce rules (produce_validation.hpp); `validated` may own a rewritten batch and
+    // lives until the append below has completed.
+    const topic_policy policy = policy_of(*sh, topic); // a copy: the map changes with the catalog
+    auto validated = validate_produce(records, policy, wall_now_ms());
+    if (!validated) {
+        out.error = static_cast<std::int16_t>(validated.error().code);
+        out.message = std::move(validated.error().message);
+        out.record_errors = std::move(validated.error().record_errors);
         co_return out;
     }
-    if (first->size() != records.size()) {
-        out.error = kerr::invalid_record;
-        out.message = "a produce request must carry exactly one record batch per partition";
-        co_return out;
-    }
-    if (first->is_transactional() || first->is_control()) {
-        out.error = kerr::transactional_id_authorization_failed;
-        out.message = "transactions are not supported";
-        co_return out;
-    }
+    const storage::batch_view* first = &validated->view;
     const bool idempotent = first->producer_id >= 0;
     if (idempotent && !slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
     const std::int64_t pid = first->producer_id;
@@ -237,7 +236,7 @@ runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std
         span.set("acks", static_cast<std::int64_t>(acks));
         span.set("bytes", static_cast<std::int64_t>(records.size()));
     }
-    auto r = co_await log.append(records, mode);
+    auto r = co_await log.append(first->bytes, mode);
     if (span.active()) {
         if (r) {
             span.set("base_offset", r->base_offset);
@@ -264,6 +263,7 @@ runtime::task<produce_outcome> append_on_owner(shard* sh, std::string topic, std
     }
     if (idempotent) slot->producers.complete(pid, epoch, base_seq, r->base_offset, r->last_offset);
     out.base_offset = r->base_offset;
+    if (policy.log_append_time) out.log_append_time_ms = first->max_timestamp; // the broker time it stored
     co_return out;
 }
 
@@ -331,6 +331,13 @@ runtime::task<std::string> handle_produce(request_ctx ctx, kafka::ProduceRequest
         pr.base_offset = o.base_offset;
         pr.log_start_offset = o.log_start_offset;
         if (!o.message.empty() && o.error != kerr::none) pr.error_message = o.message;
+        pr.log_append_time_ms = o.log_append_time_ms;
+        for (auto& e : o.record_errors) {
+            kafka::ProduceResponse::BatchIndexAndErrorMessage be;
+            be.batch_index = e.batch_index;
+            be.batch_index_error_message = std::move(e.message);
+            pr.record_errors.push_back(std::move(be));
+        }
     }
     for (auto& tr : r.responses) {
         for (auto& pr : tr.partition_responses) {
