@@ -201,9 +201,8 @@ result<validated_batch, produce_rejection> validate_produce(std::span<const char
     }
 
     // Every record is read, compressed or not, as Kafka's validator iterates them all: a count
-    // or a record length that disagrees with the bytes is caught here.
-    // Kafka's CompressionType streams fail the batch when the body does not decode; a record
-    // that does not parse is DefaultRecord's InvalidRecordException.
+    // or a record length that disagrees with the bytes is DefaultRecord's InvalidRecordException
+    // (INVALID_RECORD); a body that does not decompress fails the batch as corrupt.
     std::string plain;
     std::span<const char> section = v.records();
     if (v.is_compressed()) {
