@@ -29,15 +29,18 @@ format_error too_large(compression_codec c, std::size_t limit) {
                         fmt::format("{} data decompresses to more than {} bytes", to_string(c), limit));
 }
 
-// The output grows in steps of at most this much beyond what is already decoded, so a tiny
-// input cannot make us reserve its (claimed) expansion up front.
-constexpr std::size_t grow_step = 256u << 10;
+// The output grows with what is actually decoded (doubling, starting near a few times the
+// input), so a tiny input cannot make us reserve its claimed expansion up front, and a small
+// batch does not pay for a large buffer.
+std::size_t first_step(std::span<const char> in) {
+    return std::clamp<std::size_t>(in.size() * 4, 4096, 1u << 20);
+}
 
 // Makes room for more output: returns false when `out` is already at `limit`.
-bool grow(std::string& out, std::size_t used, std::size_t limit) {
+bool grow(std::string& out, std::size_t used, std::size_t limit, std::size_t first) {
     if (used >= limit) return false;
-    const std::size_t next = std::min(limit, used + std::max<std::size_t>(grow_step, used / 2));
-    out.resize(next);
+    const std::size_t add = std::max(used, first);
+    out.resize(add > limit - used ? limit : used + add);
     return true;
 }
 
@@ -74,7 +77,7 @@ result<std::string, format_error> gzip_decompress(std::span<const char> in, std:
     zs.avail_in = static_cast<uInt>(in.size());
     if (in.empty()) return failure{format_error(format_errc::truncated, "gzip data: empty")};
     for (;;) {
-        if (used == out.size() && !grow(out, used, limit)) return failure{too_large(c, limit)};
+        if (used == out.size() && !grow(out, used, limit, first_step(in))) return failure{too_large(c, limit)};
         zs.next_out = reinterpret_cast<Bytef*>(out.data() + used);
         zs.avail_out = static_cast<uInt>(out.size() - used);
         const int rc = inflate(&zs, Z_NO_FLUSH);
@@ -195,7 +198,7 @@ result<std::string, format_error> lz4_decompress(std::span<const char> in, std::
     std::size_t hint = 1; // 0 once a frame is complete (the context then expects a new one)
     if (in.empty()) return failure{format_error(format_errc::truncated, "lz4 data: empty")};
     while (pos < in.size() || hint != 0) {
-        if (used == out.size() && !grow(out, used, limit)) return failure{too_large(c, limit)};
+        if (used == out.size() && !grow(out, used, limit, first_step(in))) return failure{too_large(c, limit)};
         std::size_t dst = out.size() - used;
         std::size_t src = in.size() - pos;
         hint = LZ4F_decompress(ctx.get(), out.data() + used, &dst, in.data() + pos, &src, nullptr);
@@ -235,7 +238,7 @@ result<std::string, format_error> zstd_decompress(std::span<const char> in, std:
     ZSTD_inBuffer ib{in.data(), in.size(), 0};
     std::size_t hint = 1;
     while (ib.pos < ib.size || hint != 0) {
-        if (used == out.size() && !grow(out, used, limit)) return failure{too_large(c, limit)};
+        if (used == out.size() && !grow(out, used, limit, first_step(in))) return failure{too_large(c, limit)};
         ZSTD_outBuffer ob{out.data(), out.size(), used};
         const std::size_t before_in = ib.pos;
         hint = ZSTD_decompressStream(ds.get(), &ob, &ib);

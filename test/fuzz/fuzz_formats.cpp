@@ -157,19 +157,21 @@ void exercise_segment(std::span<const char> in) {
 
 } // namespace
 
-// Every codec's decoder on the raw bytes: bounded output, and what decodes re-encodes to the
-// same content. Then the records of each batch found, decompressed as produce validation does.
+// One codec's decoder (picked by the first byte, to keep the fuzzer fast) on the rest of the
+// bytes: bounded output, and what decodes re-encodes to the same content. Then the records of
+// each batch found, decompressed as produce validation does.
 void exercise_codecs(std::span<const char> in) {
     constexpr std::size_t limit = 1u << 20;
-    for (int c = 1; c <= 4; ++c) {
-        const auto codec = static_cast<compression_codec>(c);
-        auto out = decompress(codec, in, limit);
-        if (!out) continue;
-        FUZZ_CHECK(out->size() <= limit);
-        auto again = compress(codec, sp(*out));
-        FUZZ_CHECK(again);
-        auto back = decompress(codec, sp(*again), limit);
-        FUZZ_CHECK(back && *back == *out);
+    if (!in.empty()) {
+        const auto codec = static_cast<compression_codec>(1 + (static_cast<unsigned char>(in[0]) & 3));
+        auto out = decompress(codec, in.subspan(1), limit);
+        if (out) {
+            FUZZ_CHECK(out->size() <= limit);
+            auto again = compress(codec, sp(*out));
+            FUZZ_CHECK(again);
+            auto back = decompress(codec, sp(*again), limit);
+            FUZZ_CHECK(back && *back == *out);
+        }
     }
     auto batches = split_batches(in);
     if (!batches) return;
@@ -190,7 +192,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::string as_set(in.data(), in.size());
     fix_batch_crcs(as_set, 0, as_set.size());
     exercise_record_set(sp(as_set));
-    exercise_codecs(sp(as_set));
+    exercise_codecs(sp(as_set)); // batches behind valid CRCs reach decode_records
 
     if (size >= segment_header_size + segment_footer_size) {
         std::string as_seg(in.data(), in.size());
