@@ -9,9 +9,10 @@ build_pkgs=(
   meson ninja-build pkg-config g++ clang-14 libclang-rt-14-dev
   liburing-dev libcurl4-openssl-dev libssl-dev libfmt-dev nlohmann-json3-dev
   catch2 libpugixml-dev ca-certificates python3
+  zlib1g-dev libsnappy-dev liblz4-dev libzstd-dev
 )
 test_pkgs=(
-  kcat python3-confluent-kafka nodejs npm
+  kcat python3-confluent-kafka python3-kafka nodejs npm
   curl procps chromium
 )
 

@@ -91,7 +91,7 @@ struct effective_config {
     std::string value;
     bool custom = false; // set at creation (DYNAMIC_TOPIC_CONFIG) rather than DEFAULT_CONFIG
 };
-std::vector<effective_config> effective_configs(const topic_info& t);
+std::vector<effective_config> effective_configs(const topic_info& t, const broker_config& cfg);
 inline constexpr std::int8_t dynamic_topic_config = 1, static_broker_config = 4, default_config = 5;
 
 // The APIs and versions this broker serves (ApiVersions lists exactly these).

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <charconv>
 #include <set>
 
 namespace skiff::broker {
@@ -121,8 +122,43 @@ runtime::task<void> close_and_delete(shard* sh, std::unique_ptr<partition_slot> 
 }
 } // namespace
 
+topic_policy broker_policy(const broker_config& cfg) {
+    topic_policy p;
+    p.max_message_bytes = cfg.message_max_bytes;
+    return p;
+}
+
+const topic_policy& policy_of(const shard& sh, std::string_view topic) {
+    auto it = sh.policies.find(topic);
+    if (it != sh.policies.end()) return it->second;
+    static thread_local topic_policy fallback;
+    fallback = broker_policy(sh.cfg());
+    return fallback;
+}
+
+namespace {
+// Once per snapshot (apply_catalog also re-runs for restore retries with the same one).
+void compute_policies(shard& sh, const catalog& snap) {
+    if (sh.policies_for == &snap) return;
+    const topic_policy defaults = broker_policy(sh.cfg());
+    sh.policies.clear();
+    for (auto& [name, t] : snap.topics) {
+        auto p = make_topic_policy(t.configs, defaults);
+        if (!p) {
+            // Stored before CreateTopics checked these values: produce as if unset.
+            if (sh.core == 0) log::warn("topic {}: {}; using the broker's defaults", name, p.error());
+            sh.policies.emplace(name, defaults);
+        } else {
+            sh.policies.emplace(name, std::move(*p));
+        }
+    }
+    sh.policies_for = &snap;
+}
+} // namespace
+
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
     sh.cat = snap;
+    compute_policies(sh, *snap);
     // Partitions whose topic is gone (or shrank, which Kafka never does): close, delete data.
     std::vector<runtime::task<void>> work;
     for (auto it = sh.parts.begin(); it != sh.parts.end();) {
@@ -182,6 +218,20 @@ runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int
     for (auto& d : topic_config_defaults()) known.insert(d.name);
     for (auto& [k, v] : configs) {
         if (!known.count(k)) co_return admin_outcome{kerr::invalid_config, "unknown topic config '" + k + "'"};
+    }
+    // The values produce validation reads must parse; delete.retention.ms is a non-negative
+    // number of milliseconds (Kafka's LONG, atLeast(0)).
+    if (auto p = make_topic_policy(configs, broker_policy(sh0.cfg())); !p) {
+        co_return admin_outcome{kerr::invalid_config, p.error()};
+    }
+    if (auto it = configs.find("delete.retention.ms"); it != configs.end()) {
+        std::int64_t v = -1;
+        auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+        if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0) {
+            co_return admin_outcome{kerr::invalid_config, "invalid value '" + it->second +
+                                                              "' for topic config 'delete.retention.ms': expected a "
+                                                              "non-negative integer"};
+        }
     }
     auto lock = co_await sh0.catalog_lock.acquire(1);
     if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};

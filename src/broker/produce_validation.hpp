@@ -10,6 +10,7 @@
 #include <skiff/kafka/errors.hpp>
 #include <skiff/storage/record_batch.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -33,6 +34,9 @@ struct topic_policy {
     // compression.type: nullopt = "producer" (kept as sent); else the codec the log stores
     // (compression_codec::none for "uncompressed").
     std::optional<storage::compression_codec> compression;
+    // Not a Kafka config: the most a compressed batch may decompress to before it is refused
+    // (MESSAGE_TOO_LARGE), so a small "decompression bomb" cannot exhaust the broker's memory.
+    std::size_t max_uncompressed_bytes = 64u << 20;
 };
 
 // The policy from a topic's configs (only those set on it) over the broker-wide defaults.

@@ -2,6 +2,8 @@
 // broker module.
 #pragma once
 
+#include "produce_validation.hpp"
+
 #include <skiff/broker/catalog.hpp>
 #include <skiff/broker/config.hpp>
 #include <skiff/broker/group_coordinator.hpp>
@@ -64,6 +66,10 @@ struct shard {
     std::unique_ptr<storage::object_store> store;
     std::unique_ptr<storage::io_budget> budget;
     std::shared_ptr<const catalog> cat = std::make_shared<catalog>();
+    // The produce policy of every topic of `cat` (configs over the broker's defaults),
+    // computed once per snapshot when apply_catalog installs it. policy_of() reads it.
+    std::map<std::string, topic_policy, std::less<>> policies;
+    const catalog* policies_for = nullptr;
 
     // Owned partitions, by (topic, partition).
     std::map<std::pair<std::string, std::int32_t>, std::unique_ptr<partition_slot>, std::less<>> parts;
@@ -109,6 +115,12 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
 // Installs a catalog snapshot on this core: opens newly owned partitions, closes and deletes
 // the data of partitions whose topic is gone.
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap);
+
+// What every topic gets unless its configs say otherwise: the broker's message.max.bytes.
+topic_policy broker_policy(const broker_config& cfg);
+// The produce policy of a topic of the installed catalog; the broker's defaults for a name
+// the catalog does not hold. Any core, no suspension.
+const topic_policy& policy_of(const shard& sh, std::string_view topic);
 
 // Core 0: catalog changes. Each returns a Kafka error code and message.
 struct admin_outcome {

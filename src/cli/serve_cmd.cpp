@@ -80,6 +80,9 @@ const flag flags[] = {
      [](const cfg_t& c) { return c.cores == 0 ? std::string("all cores") : std::to_string(c.cores); }},
     {"max-frame-bytes", kind::number, "N", "largest request accepted; larger ones close the connection",
      [](const cfg_t& c) { return std::to_string(c.max_frame_bytes); }},
+    {"message-max-bytes", kind::number, "N",
+     "largest record batch a topic takes unless its max.message.bytes says otherwise",
+     [](const cfg_t& c) { return std::to_string(c.message_max_bytes); }},
     {"group-initial-rebalance-delay-ms", kind::number, "MS", "a new group waits this long for more members",
      [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
@@ -249,6 +252,8 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("cores")) cfg.cores = static_cast<unsigned>(n);
     if (auto e = number(s, "max-frame-bytes", 1024, 1 << 30, n)) return failure{*e};
     if (s.values.count("max-frame-bytes")) cfg.max_frame_bytes = static_cast<std::size_t>(n);
+    if (auto e = number(s, "message-max-bytes", 0, 2147483647, n)) return failure{*e};
+    if (s.values.count("message-max-bytes")) cfg.message_max_bytes = n;
     if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
     if (auto* v = text("log-level")) {

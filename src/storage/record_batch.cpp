@@ -3,12 +3,14 @@
 #include "batch_parse.hpp"
 
 #include <skiff/core/crc32c.hpp>
+#include <skiff/storage/compression.hpp>
 #include <skiff/storage/record_batch.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
 
 namespace skiff::storage {
 
@@ -215,14 +217,21 @@ result<std::vector<record_view>, format_error> parse_records(const batch_view& b
     if (batch.bytes.size() < batch_header_size || batch.record_count < 0) {
         return failure{format_error(format_errc::invalid, "not a validated batch")};
     }
-    const auto in = batch.records();
+    return parse_record_section(batch.records(), batch.record_count);
+}
+
+result<std::vector<record_view>, format_error> parse_record_section(std::span<const char> in,
+                                                                    std::int32_t record_count) {
+    if (record_count < 0) {
+        return failure{format_error(format_errc::invalid, fmt::format("negative record count {}", record_count))};
+    }
     std::vector<record_view> out;
     // The count is untrusted: every record takes at least 7 bytes, so never reserve more
     // than the bytes could hold.
-    out.reserve(std::min<std::size_t>(static_cast<std::size_t>(batch.record_count), in.size() / 7));
+    out.reserve(std::min<std::size_t>(static_cast<std::size_t>(record_count), in.size() / 7));
     std::size_t pos = 0;
     format_error err;
-    for (std::int32_t i = 0; i < batch.record_count; ++i) {
+    for (std::int32_t i = 0; i < record_count; ++i) {
         const auto idx = static_cast<std::size_t>(i);
         auto len = varint::read_varint(in, pos);
         if (!len) {
@@ -285,7 +294,7 @@ result<std::vector<record_view>, format_error> parse_records(const batch_view& b
     if (pos != in.size()) {
         return failure{format_error(format_errc::invalid,
                                     fmt::format("{} bytes left over after {} records", in.size() - pos,
-                                                batch.record_count))};
+                                                record_count))};
     }
     return out;
 }
@@ -329,6 +338,15 @@ std::string build_batch(std::int64_t base_offset, const std::vector<record>& rec
             body.append(rec);
         }
     }
+    std::int16_t attributes = opts.attributes;
+    if (!opts.raw_records && opts.compress != compression_codec::none) {
+        auto packed = compress(opts.compress, body);
+        // Only a library failure (out of memory) gets here; this builder serves tests and tools.
+        if (!packed) throw std::runtime_error("build_batch: " + packed.error().message);
+        body = std::move(*packed);
+        attributes = static_cast<std::int16_t>((attributes & ~attr_compression_mask) |
+                                               static_cast<std::int16_t>(opts.compress));
+    }
     const auto count = opts.record_count.value_or(static_cast<std::int32_t>(records.size()));
     const auto lod = opts.last_offset_delta.value_or(
         records.empty() ? 0 : static_cast<std::int32_t>(records.size() - 1));
@@ -340,7 +358,7 @@ std::string build_batch(std::int64_t base_offset, const std::vector<record>& rec
     be::write_i32(p + batch_field::batch_length, static_cast<std::int32_t>(out.size() - batch_log_overhead));
     be::write_i32(p + batch_field::partition_leader_epoch, opts.partition_leader_epoch);
     p[batch_field::magic] = 2;
-    be::write_i16(p + batch_field::attributes, opts.attributes);
+    be::write_i16(p + batch_field::attributes, attributes);
     be::write_i32(p + batch_field::last_offset_delta, lod);
     be::write_i64(p + batch_field::base_timestamp, opts.base_timestamp);
     be::write_i64(p + batch_field::max_timestamp, opts.max_timestamp.value_or(static_cast<std::int64_t>(

@@ -11,6 +11,7 @@
 //   ninja -C build-fuzz test/fuzz/fuzz_formats
 //   build-fuzz/test/fuzz/fuzz_formats -max_total_time=60 test/fuzz/corpus/formats
 #include <skiff/core/crc32c.hpp>
+#include <skiff/storage/compression.hpp>
 #include <skiff/storage/index_format.hpp>
 #include <skiff/storage/record_batch.hpp>
 #include <skiff/storage/segment_format.hpp>
@@ -156,16 +157,42 @@ void exercise_segment(std::span<const char> in) {
 
 } // namespace
 
+// One codec's decoder (picked by the first byte, to keep the fuzzer fast) on the rest of the
+// bytes: bounded output, and what decodes re-encodes to the same content. Then the records of
+// each batch found, decompressed as produce validation does.
+void exercise_codecs(std::span<const char> in) {
+    constexpr std::size_t limit = 1u << 20;
+    if (!in.empty()) {
+        const auto codec = static_cast<compression_codec>(1 + (static_cast<unsigned char>(in[0]) & 3));
+        auto out = decompress(codec, in.subspan(1), limit);
+        if (out) {
+            FUZZ_CHECK(out->size() <= limit);
+            auto again = compress(codec, sp(*out));
+            FUZZ_CHECK(again);
+            auto back = decompress(codec, sp(*again), limit);
+            FUZZ_CHECK(back && *back == *out);
+        }
+    }
+    auto batches = split_batches(in);
+    if (!batches) return;
+    for (const auto& b : *batches) {
+        auto d = decode_records(b, limit);
+        if (d) FUZZ_CHECK(d->records.size() == static_cast<std::size_t>(b.record_count));
+    }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::span<const char> in(reinterpret_cast<const char*>(data), size);
     exercise_record_set(in);
     exercise_segment(in);
     exercise_index(in);
     exercise_time_index(in);
+    exercise_codecs(in);
 
     std::string as_set(in.data(), in.size());
     fix_batch_crcs(as_set, 0, as_set.size());
     exercise_record_set(sp(as_set));
+    exercise_codecs(sp(as_set)); // batches behind valid CRCs reach decode_records
 
     if (size >= segment_header_size + segment_footer_size) {
         std::string as_seg(in.data(), in.size());

@@ -32,6 +32,9 @@ struct broker_config {
     std::int32_t default_partitions = 1;
     std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection
     std::size_t max_inflight_requests = 64;     // per connection: read ahead, answer in order
+    // Kafka's message.max.bytes: the largest batch (12 + batchLength, as stored) a topic takes
+    // unless its own max.message.bytes says otherwise.
+    std::int64_t message_max_bytes = 1048588;
     std::chrono::milliseconds group_initial_rebalance_delay{3000};
     std::int32_t node_id = 0;
     std::string cluster_id = "skiff";

@@ -176,6 +176,11 @@ struct record_view {
 // on bytes left over after the last record; with `truncated` when a record runs past the end.
 result<std::vector<record_view>, format_error> parse_records(const batch_view& batch);
 
+// The same over a bare, uncompressed records section holding `record_count` records (a
+// decompressed batch body: see compression.hpp, decode_records). Views point into `records`.
+result<std::vector<record_view>, format_error> parse_record_section(std::span<const char> records,
+                                                                    std::int32_t record_count);
+
 // ---- builder (tests and tools) -----------------------------------------------------------
 
 struct record_header {
@@ -202,7 +207,7 @@ struct record {
 
 struct batch_options {
     batch_options() = default;
-    std::int16_t attributes = 0; // compression bits only label the bytes: build_batch never compresses
+    std::int16_t attributes = 0; // compression bits only label the bytes, unless `compress` is set
     std::int32_t partition_leader_epoch = -1;
     std::int64_t base_timestamp = 0;
     std::optional<std::int64_t> max_timestamp;      // default: base + the largest timestamp_delta
@@ -213,6 +218,9 @@ struct batch_options {
                                                     // (e.g. a real compressed payload)
     std::optional<std::int32_t> record_count;       // default: records.size()
     std::optional<std::int32_t> last_offset_delta;  // default: max(records.size() - 1, 0)
+    // Compresses the records section with this codec and sets the attributes' codec bits
+    // (compression.hpp). Ignored with raw_records.
+    compression_codec compress = compression_codec::none;
 };
 
 // A complete v2 batch with a correct CRC: records get offsetDelta 0, 1, 2, ... and attributes

@@ -5,12 +5,15 @@
 
 namespace skiff::broker {
 
-std::vector<effective_config> effective_configs(const topic_info& t) {
+std::vector<effective_config> effective_configs(const topic_info& t, const broker_config& cfg) {
     std::vector<effective_config> out;
     for (auto& d : topic_config_defaults()) {
         auto it = t.configs.find(std::string(d.name));
         const bool custom = it != t.configs.end();
-        out.push_back(effective_config{d.name, custom ? it->second : std::string(d.value), custom});
+        // A topic's max.message.bytes defaults to the broker's message.max.bytes, as in Kafka.
+        std::string fallback =
+            d.name == "max.message.bytes" ? std::to_string(cfg.message_max_bytes) : std::string(d.value);
+        out.push_back(effective_config{d.name, custom ? it->second : std::move(fallback), custom});
     }
     return out;
 }
@@ -49,7 +52,7 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
                 out.error_code = kerr::unknown_topic_or_partition;
                 out.error_message = "topic '" + res.resource_name + "' does not exist";
             } else {
-                for (auto& e : effective_configs(*t)) {
+                for (auto& e : effective_configs(*t, ctx.sh.cfg())) {
                     add(std::string(e.name), std::move(e.value), !e.custom,
                         e.custom ? dynamic_topic_config : default_config, false);
                 }
@@ -65,6 +68,7 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
                 add("auto.create.topics.enable", cfg.auto_create_topics ? "true" : "false", false, static_broker, true);
                 add("num.partitions", std::to_string(cfg.default_partitions), false, static_broker, true);
                 add("socket.request.max.bytes", std::to_string(cfg.max_frame_bytes), false, static_broker, true);
+                add("message.max.bytes", std::to_string(cfg.message_max_bytes), false, static_broker, true);
                 add("segment.bytes", std::to_string(cfg.log.segment_bytes), false, static_broker, true);
                 add("default.replication.factor", "1", true, default_config, true);
                 add("offsets.topic.replication.factor", "1", true, default_config, true);

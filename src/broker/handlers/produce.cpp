@@ -151,15 +151,9 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
         kafka::ProduceResponse::TopicProduceResponse tr;
         tr.name = td.name;
         const topic_info* info = sh.cat->find(td.name);
-        topic_policy policy;
-        if (info) {
-            auto p = make_topic_policy(info->configs, topic_policy());
-            if (p) {
-                policy = *p;
-            } else {
-                log::warn("topic {}: {}; produced batches are checked against the defaults", td.name, p.error());
-            }
-        }
+        // Computed once per catalog snapshot (partitions.cpp compute_policies); nothing here
+        // suspends before the batches are validated, so the reference stays valid.
+        const topic_policy& policy = policy_of(sh, td.name);
         for (std::size_t pi = 0; pi < td.partition_data.size(); ++pi) {
             auto& pd = td.partition_data[pi];
             kafka::ProduceResponse::PartitionProduceResponse pr;
@@ -185,6 +179,8 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
                 }
             } else {
                 sh.produce_bytes.inc(pd.records->size());
+                // LogAppendTime: the broker time validate_produce wrote into the batch.
+                if (policy.log_append_time) pr.log_append_time_ms = v->view.max_timestamp;
                 issued.push_back(where{ti, pi});
                 batches.push_back(std::move(*v));
                 const validated_batch* b = &batches.back();
@@ -205,6 +201,7 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
         pr.error_code = o.error;
         pr.base_offset = o.base_offset;
         pr.log_start_offset = o.log_start_offset;
+        if (o.error != kerr::none) pr.log_append_time_ms = -1;
         if (!o.message.empty() && o.error != kerr::none) pr.error_message = o.message;
     }
     for (auto& tr : r.responses) {

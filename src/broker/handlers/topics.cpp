@@ -54,7 +54,7 @@ runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTo
             if (const topic_info* info = ctx.sh.cat->find(t.name)) { // absent for validate_only
                 res.topic_id = info->id;
                 std::vector<kafka::CreateTopicsResponse::CreatableTopicConfigs> cfgs;
-                for (auto& e : effective_configs(*info)) {
+                for (auto& e : effective_configs(*info, ctx.sh.cfg())) {
                     kafka::CreateTopicsResponse::CreatableTopicConfigs c;
                     c.name = std::string(e.name);
                     c.value = std::move(e.value);
