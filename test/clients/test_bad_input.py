@@ -418,7 +418,7 @@ def test_api_versions_and_describe_cluster(t):
     Java's AdminClient.describeCluster() sends) names this broker, at the address connected to."""
     b = serving_broker(t)
     apis = api_versions(b)
-    for key, want in {0: (3, 9), 1: (4, 12), 3: (0, 12), 18: (0, 3), 22: (0, 4), 60: (0, 1)}.items():
+    for key, want in {0: (0, 9), 1: (4, 12), 3: (0, 12), 18: (0, 3), 22: (0, 4), 60: (0, 1)}.items():
         if apis.get(key) != want:
             raise AssertionError(f"ApiVersions: API {key} listed as {apis.get(key)}, expected {want}")
     for txn in (24, 25, 26, 28):

@@ -301,10 +301,10 @@ def test_confluent_rules(t):
 def test_confluent_recompression(t):
     b = t.broker()
     want_codec = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
-    # librdkafka 2.0.2 sends gzip, snappy and lz4 uncompressed to skiff ("Broker does not support
-    # compression type"): its feature check wants Fetch/Produce v2 in ApiVersions, which skiff
-    # (v3+/v4+) does not serve. zstd it sends; kafka-python sends gzip (test below).
-    for sent, sent_codec in (("none", 0), ("zstd", 4)):
+    # Every codec librdkafka writes. librdkafka 2.0 compresses with gzip, snappy and lz4 only
+    # when the broker lists Produce v0 in ApiVersions; skiff once listed v3+ and every such
+    # batch arrived uncompressed (regression: test_librdkafka_compresses below).
+    for sent, sent_codec in (("none", 0), ("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)):
         topics = {codec: t.topic(f"{sent}-to-{codec}") for codec in list(want_codec) + ["producer"]}
         create_topics(b, {n: (1, {"compression.type": c}) for c, n in topics.items()})
         p = producer(b, **{"linger.ms": 50, "compression.type": sent})
@@ -324,6 +324,54 @@ def test_confluent_recompression(t):
             if [m.value() for m in out[0]] != values:
                 raise AssertionError(f"{sent} -> topic {codec}: read back {len(out[0])} messages, not the 20 sent")
         t.log(f"producer {sent}: stored as each topic's codec, read back")
+    b.stop()
+
+
+def test_librdkafka_compresses(t):
+    """librdkafka's batches arrive with the codec the producer asked for (a topic with
+    compression.type=producer stores them as sent)."""
+    b = t.broker()
+    for codec, want in (("gzip", 1), ("snappy", 2), ("lz4", 3), ("zstd", 4)):
+        n = t.topic(f"sent-{codec}")
+        create_topics(b, {n: (1, {})})
+        p = producer(b, **{"linger.ms": 20, "compression.type": codec})
+        for i in range(50):
+            p.produce(n, key=b"k", value=f"{codec}-{i}-".encode() * 10, partition=0)
+        if p.flush(60):
+            raise AssertionError("deliveries pending")
+        stored = {a & 7 for a, _, _ in fetch_batches(b, n, 0)}
+        if stored != {want}:
+            raise AssertionError(f"librdkafka compression.type={codec}: stored codecs {sorted(stored)}")
+    b.stop()
+
+
+def test_produce_v2_message_set_refused(t):
+    """Produce v0-2 are listed (for librdkafka's compression check) but carry message sets of
+    magic 0/1, which skiff does not store: refused per partition, the connection stays."""
+    b = t.broker()
+    n = t.topic("v2")
+    create_topics(b, {n: (1, {})})
+    # One magic-1 message: offset, size, crc, magic 1, attributes, timestamp, key null, value.
+    value = b"old"
+    msg = struct.pack(">bbq", 1, 0, now_ms()) + struct.pack(">i", -1) + struct.pack(">i", len(value)) + value
+    msg = struct.pack(">I", 0) + msg  # a CRC-32 the broker must not get as far as checking
+    mset = struct.pack(">qi", 0, len(msg)) + msg
+    name = n.encode()
+    body = struct.pack(">hi", -1, 15000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", 1) + struct.pack(">i", 0) + struct.pack(">i", len(mset)) + mset
+    with connect(b) as s:
+        s.sendall(request(API_PRODUCE, 2, 21, body))
+        resp = recv_response(s, timeout=30)
+        if resp is None:
+            raise AssertionError("Produce v2: connection closed")
+        r = Reader(resp)
+        if r.take(">i") != 21 or r.take(">i") != 1 or r.string() != n or r.take(">i") != 1:
+            raise AssertionError(f"Produce v2: unexpected response {resp!r:.80}")
+        idx, err = r.take(">i"), r.take(">h")
+        if (idx, err) != (0, UNSUPPORTED_FOR_MESSAGE_FORMAT):
+            raise AssertionError(f"Produce v2 with a magic-1 message set: partition {idx} error {err}")
+    if high_watermark(b, n, 0) != 0:
+        raise AssertionError("a refused v2 message set was stored")
     b.stop()
 
 
@@ -448,5 +496,6 @@ def test_create_topics_configs_and_broker_limit(t):
 
 if __name__ == "__main__":
     broker.main([(test_raw_one_request_every_rule, 120), (test_confluent_rules, 180),
-                 (test_confluent_recompression, 240), (test_kafka_python_rules, 240),
+                 (test_confluent_recompression, 300), (test_librdkafka_compresses, 120),
+                 (test_produce_v2_message_set_refused, 60), (test_kafka_python_rules, 240),
                  (test_create_topics_configs_and_broker_limit, 180)])

@@ -12,10 +12,14 @@ namespace {
 using kafka::api_key;
 // Versions are capped where a newer one needs something skiff does not have (Fetch v13+
 // addresses topics by id only; Produce v10+ is KIP-890 era; ListOffsets v7 adds the
-// max-timestamp query, which needs a time index; Metadata v12 is the newest with names). Produce and Fetch start at the first versions
-// that carry magic-2 record batches.
+// max-timestamp query, which needs a time index; Metadata v12 is the newest with names). Fetch
+// starts at v4, the first that carries magic-2 record batches. Produce starts at v0 although
+// only magic-2 batches are stored (a v0-2 request's message sets, magic 0/1, are refused per
+// partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
+// with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
+// sends those batches uncompressed ("Broker does not support compression type").
 constexpr std::array<served_api, 22> apis{{
-    {api_key::produce, 3, 9},
+    {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
     {api_key::metadata, 0, 12},
