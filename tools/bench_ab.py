@@ -15,7 +15,6 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,28 +22,12 @@ import tempfile
 import time
 
 from confluent_kafka import Producer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_broker import free_port, pct, wait_port  # noqa: E402  (one copy of the helpers)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_port(port, timeout=30):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"broker on {port} did not start")
 
 
 def cpu_seconds(pid):
@@ -52,11 +35,6 @@ def cpu_seconds(pid):
         # The command name may hold spaces; the fields after it are fixed.
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / CLK_TCK  # utime, stime
-
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 class Broker:
