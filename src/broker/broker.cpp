@@ -8,6 +8,7 @@
 #include <skiff/broker/broker.hpp>
 
 #include "connection.hpp"
+#include "ownership.hpp"
 #include "shard.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
@@ -32,6 +33,13 @@
 #include <thread>
 
 namespace skiff::broker {
+
+group_config group_config_for(const broker_config& cfg) {
+    group_config gc;
+    gc.ns = cfg.ns;
+    gc.initial_rebalance_delay = cfg.group_initial_rebalance_delay;
+    return gc;
+}
 
 namespace {
 
@@ -67,12 +75,13 @@ result<void, std::string> open_store(shard& sh) {
     sh.budget = std::make_unique<storage::io_budget>(64, &sh.shared->io_cap);
     // SlowDown halves the budget at the request that got it (docs/retries.md).
     sh.budget->listen_to(*sh.store);
-    group_config gc;
-    gc.ns = cfg.ns;
-    gc.initial_rebalance_delay = cfg.group_initial_rebalance_delay;
-    sh.groups = std::make_unique<group_coordinator>(*sh.store, gc);
+    sh.groups = std::make_unique<group_coordinator>(*sh.store, group_config_for(cfg));
     return ok();
 }
+
+// Cluster mode: the per-core coordinator answers only for groups this broker does not
+// coordinate (ownership.cpp gives each served slot its own), so it starts closed.
+runtime::task<void> close_default_groups(shard* sh) { co_await sh->groups->close(); }
 
 void register_metrics(shard& sh) {
     auto& reg = metrics::registry::local();
@@ -197,6 +206,13 @@ runtime::task<void> drain_core(shard* sh) {
 
 runtime::task<std::size_t> restored_count(shard* sh) { co_return sh->parts.size(); }
 
+// Cluster mode: the partitions this core should have open (claimed, not group slots).
+runtime::task<std::size_t> claimed_count(shard* sh) {
+    std::size_t n = 0;
+    for (auto& [k, _] : sh->claims) n += k.first != cluster::groups_topic;
+    co_return n;
+}
+
 runtime::task<void> reapply_catalog(shard* sh) { co_await apply_catalog(*sh, sh->cat); }
 
 // /ready's "partitions" flag follows what is actually restored: a partition whose restore
@@ -208,10 +224,13 @@ runtime::task<void> readiness_loop(shard* sh0, metrics::service* obs) {
     while (!st.stop_requested()) {
         std::size_t total = 0, restored = 0;
         auto snap = sh0->cat;
-        for (auto& [_, t] : snap->topics) total += static_cast<std::size_t>(t.partitions);
+        if (!shared.cluster) {
+            for (auto& [_, t] : snap->topics) total += static_cast<std::size_t>(t.partitions);
+        }
         for (unsigned c = 0; c < shared.cores && !st.stop_requested(); ++c) {
             shard* target = shared.shards[c];
             restored += co_await runtime::submit_to(c, [target] { return restored_count(target); });
+            if (shared.cluster) total += co_await runtime::submit_to(c, [target] { return claimed_count(target); });
         }
         if (restored >= total) {
             obs->set_ready_flag("partitions", true, std::to_string(total) + " partitions restored");
@@ -292,7 +311,17 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         co_return;
     }
     auto snap = std::make_shared<const catalog>(std::move(*cat));
-    for (unsigned c = 0; c < shared.cores && !su->failed; ++c) {
+    if (sh->cfg().clustered()) {
+        // Cluster mode: register with etcd; partitions and group slots are opened as they are
+        // claimed (ownership.cpp), not here.
+        auto err = co_await cluster_join(*sh);
+        if (!err.empty()) su->fail(err);
+        for (unsigned c = 0; c < shared.cores; ++c) {
+            shard* target = shared.shards[c];
+            co_await runtime::submit_to(c, [target] { return close_default_groups(target); });
+        }
+    }
+    for (unsigned c = 0; c < shared.cores && !su->failed && !sh->cfg().clustered(); ++c) {
         shard* target = shared.shards[c];
         auto err = co_await runtime::submit_to(c, [target] { return load_groups(target); });
         if (!err.empty()) su->fail(err);
@@ -332,6 +361,7 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         if (http_srv) {
             (void)http_gate.spawn(readiness_loop(sh, &obs)); // sets the "partitions" flag
         }
+        if (shared.cluster) (void)sh->background.spawn(cluster_loop(sh));
         log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", bound->to_string(),
                   shared.cores, sh->store->describe(), sh->cfg().ns, snap->topics.size(),
                   http_bound.empty() ? std::string() : ", metrics on http://" + http_bound);
@@ -344,6 +374,10 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         auto got = co_await sig.sem.acquire(1);
         if (got) got->consume();
         log::info("shutting down: draining connections and flushing partitions");
+    }
+    if (shared.cluster) {
+        // Hand every partition over before the drain closes what is left.
+        co_await cluster_leave(sh);
     }
 
     shared.stopping = true;
@@ -388,6 +422,14 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     if (!cfg.http_addr.empty()) {
         if (auto a = runtime::socket_address::parse(cfg.http_addr); !a) {
             return failure{"invalid --http-addr '" + cfg.http_addr + "': " + a.error()};
+        }
+    }
+    if (cfg.clustered()) {
+        // Other brokers send clients here: the address must be one they can reach.
+        const std::string& adv = cfg.advertised_addr.empty() ? cfg.kafka_addr : cfg.advertised_addr;
+        if (adv.starts_with("0.0.0.0:") || adv.starts_with("[::]:") || adv.starts_with(":")) {
+            return failure{std::string("cluster mode needs --advertised-addr (or a --kafka-addr with a host other "
+                                       "brokers' clients can reach)")};
         }
     }
     unsigned cores = cfg.cores ? cfg.cores : std::max(1u, std::thread::hardware_concurrency());

@@ -1,5 +1,6 @@
 // Partition ownership, restore-on-demand, and catalog changes (core 0) broadcast to every core.
 #include "shard.hpp"
+#include "ownership.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/core/hash.hpp>
@@ -29,16 +30,32 @@ unsigned partition_owner(std::string_view topic, std::int32_t partition, unsigne
     return static_cast<unsigned>((fnv1a64(topic) + static_cast<std::uint64_t>(partition)) % cores);
 }
 
+// By the group's cluster slot, so that in cluster mode one core holds a whole slot (and its
+// coordinator); with a core count that divides the slot count this is fnv1a64(group) % cores.
 unsigned group_owner(std::string_view group, unsigned cores) noexcept {
     if (cores <= 1) return 0;
-    return static_cast<unsigned>(fnv1a64(group) % cores);
+    return static_cast<unsigned>(cluster::group_slot(group)) % cores;
 }
 
 namespace {
-storage::log_config log_config_for(const shard& sh) {
+storage::log_config log_config_for(const shard& sh, const cluster::claim* claim) {
     storage::log_config c = sh.cfg().log;
     c.ns = sh.cfg().ns;
+    if (claim) {
+        // docs/cluster.md, "Fencing": batches carry the owner's epoch; after an unclean
+        // takeover the offsets continue past a gap the deposed owner's late uploads cannot cross.
+        c.leader_epoch = claim->epoch;
+        if (!claim->previous.clean) c.takeover_gap = sh.cfg().takeover_gap;
+        // What this owner may have in flight if it is deposed stays inside the next one's gap.
+        c.max_pending_records =
+            std::min<std::size_t>(c.max_pending_records, static_cast<std::size_t>(sh.cfg().takeover_gap / 2));
+    }
     return c;
+}
+
+storage::store_error not_owned(std::string_view topic, std::int32_t partition) {
+    return storage::store_error(storage::errc::precondition_failed,
+                                fmt::format("this broker does not own {}/{}", topic, partition));
 }
 
 // Deletes every object under `prefix` (a partition's or a topic's). Pages are re-listed from
@@ -73,18 +90,34 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
             auto u = co_await sem->acquire(1);
             continue;
         }
+        // Cluster mode: only a partition this broker claimed, at the claim's epoch.
+        const cluster::claim* claim = nullptr;
+        if (sh.cfg().clustered()) {
+            claim = claim_of(sh, topic, partition);
+            if (!claim) co_return failure{not_owned(topic, partition)};
+        }
+        const std::int32_t epoch = claim ? claim->epoch : 0;
         auto sem = std::make_shared<runtime::semaphore>(0, "partition-open");
         sh.opening.emplace(key, sem);
         storage::partition_id id(topic, partition);
-        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, id, log_config_for(sh));
+        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, id, log_config_for(sh, claim));
         sh.opening.erase(key);
         sem->broken(); // wakes every waiter; they look again
         if (!opened) {
             log::warn("partition {}/{}: restore failed: {}", topic, partition, opened.error().message);
             co_return failure{opened.error()};
         }
+        if (claim) {
+            // Released (or lost and claimed again) while restoring: this log is not ours to serve.
+            const cluster::claim* now = claim_of(sh, topic, partition);
+            if (!now || now->epoch != epoch) {
+                co_await (*opened)->close();
+                co_return failure{not_owned(topic, partition)};
+            }
+        }
         auto slot = std::make_unique<partition_slot>();
         slot->log = std::move(*opened);
+        slot->epoch = epoch;
         auto* raw = slot.get();
         sh.parts.emplace(key, std::move(slot));
         co_return raw;
@@ -95,8 +128,10 @@ runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int
     owned_partition out;
     auto r = co_await local_partition(sh, std::move(topic), partition);
     if (!r) {
-        out.error = r.error().code == storage::errc::cancelled ? kerr::not_leader_or_follower
-                                                               : kerr::leader_not_available;
+        // Shutting down or not (or no longer) the owner: the client refreshes its metadata.
+        const bool elsewhere =
+            r.error().code == storage::errc::cancelled || r.error().code == storage::errc::precondition_failed;
+        out.error = elsewhere ? kerr::not_leader_or_follower : kerr::leader_not_available;
         out.message = r.error().message;
     } else if (!*r) {
         out.error = kerr::unknown_topic_or_partition;
@@ -175,6 +210,7 @@ runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap
         for (std::int32_t p = 0; p < t.partitions; ++p) {
             if (partition_owner(name, p, sh.shared->cores) != sh.core) continue;
             if (sh.parts.count(std::pair{name, p})) continue;
+            if (sh.cfg().clustered() && !claim_of(sh, name, p)) continue; // another broker's
             work.push_back(open_quietly(&sh, name, p));
             if (work.size() >= 64) {
                 co_await runtime::when_all(std::move(work));
@@ -185,13 +221,17 @@ runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap
     if (!work.empty()) co_await runtime::when_all(std::move(work));
 }
 
-namespace {
-runtime::task<void> broadcast(shard& sh0, std::shared_ptr<const catalog> snap) {
+runtime::task<void> install_catalog(shard& sh0, std::shared_ptr<const catalog> snap) {
     for (unsigned c = 0; c < sh0.shared->cores; ++c) {
         shard* target = sh0.shared->shards[c];
-        const std::shared_ptr<const catalog>* sp = &snap; // pointer capture: see handlers.cpp
+        const std::shared_ptr<const catalog>* sp = &snap; // pointer capture: routing.hpp
         co_await runtime::submit_to(c, [target, sp] { return apply_catalog(*target, *sp); });
     }
+}
+
+namespace {
+runtime::task<void> broadcast(shard& sh0, std::shared_ptr<const catalog> snap) {
+    co_await install_catalog(sh0, std::move(snap));
 }
 // Stores the topic's object, then installs the catalog with it on every core: a topic is
 // visible only once it is durable.
@@ -205,6 +245,59 @@ runtime::task<admin_outcome> store_topic(shard& sh0, topic_info t) {
     ++next->version;
     co_await broadcast(sh0, next);
     co_return admin_outcome{};
+}
+} // namespace
+
+namespace {
+// Cluster mode: a catalog change holds etcd's catalog lock and starts from the stored catalog
+// (another broker may have changed it); when it is done the catalog key is bumped so every
+// broker reloads within a watch round trip.
+runtime::task<admin_outcome> cluster_catalog_begin(shard& sh0) {
+    auto& node = *sh0.shared->cluster->node;
+    auto locked = co_await node.lock(node.key_names().catalog_lock(), std::chrono::seconds(10), {});
+    if (!locked) {
+        co_return admin_outcome{kerr::request_timed_out, "cannot take the cluster's catalog lock: " + locked.error().message};
+    }
+    auto cat = co_await load_catalog(*sh0.store, sh0.cfg().ns, {});
+    if (!cat) {
+        co_await node.unlock(node.key_names().catalog_lock());
+        co_return admin_outcome{kerr::kafka_storage_error, cat.error().message};
+    }
+    auto snap = std::make_shared<catalog>(std::move(*cat));
+    snap->version = sh0.cat->version + 1;
+    co_await install_catalog(sh0, std::move(snap));
+    co_return admin_outcome{};
+}
+
+runtime::task<void> cluster_catalog_end(shard& sh0, bool changed) {
+    auto& node = *sh0.shared->cluster->node;
+    if (changed) {
+        auto r = co_await node.bump_catalog({});
+        if (!r) log::warn("announcing a catalog change: {} (other brokers see it at their next reload)", r.error().message);
+    }
+    co_await node.unlock(node.key_names().catalog_lock());
+}
+} // namespace
+
+namespace {
+runtime::task<admin_outcome> create_topic_locked(shard& sh0, std::string name, std::int32_t partitions, std::map<std::string, std::string> configs, bool validate_only) {
+    if (sh0.cat->find(name)) co_return admin_outcome{kerr::topic_already_exists, "topic '" + name + "' already exists"};
+    if (validate_only) co_return admin_outcome{};
+
+    // Leftovers of an earlier topic of this name (a delete interrupted by a crash) must not
+    // reappear in the new one.
+    auto cleaned = co_await remove_prefix(*sh0.store, sh0.cfg().ns + "/" + name + "/", {});
+    if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
+
+    topic_info t;
+    t.name = name;
+    t.id = random_uuid();
+    t.partitions = partitions;
+    t.configs = std::move(configs);
+    t.created_ms = wall_ms();
+    auto stored = co_await store_topic(sh0, std::move(t));
+    if (stored.error == kerr::none) log::info("created topic {} with {} partitions", name, partitions);
+    co_return stored;
 }
 } // namespace
 
@@ -235,28 +328,16 @@ runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int
     }
     auto lock = co_await sh0.catalog_lock.acquire(1);
     if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
-    if (sh0.cat->find(name)) co_return admin_outcome{kerr::topic_already_exists, "topic '" + name + "' already exists"};
-    if (validate_only) co_return admin_outcome{};
-
-    // Leftovers of an earlier topic of this name (a delete interrupted by a crash) must not
-    // reappear in the new one.
-    auto cleaned = co_await remove_prefix(*sh0.store, sh0.cfg().ns + "/" + name + "/", {});
-    if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
-
-    topic_info t;
-    t.name = name;
-    t.id = random_uuid();
-    t.partitions = partitions;
-    t.configs = std::move(configs);
-    t.created_ms = wall_ms();
-    auto stored = co_await store_topic(sh0, std::move(t));
-    if (stored.error == kerr::none) log::info("created topic {} with {} partitions", name, partitions);
-    co_return stored;
+    if (!sh0.cfg().clustered()) co_return co_await create_topic_locked(sh0, std::move(name), partitions, std::move(configs), validate_only);
+    auto begun = co_await cluster_catalog_begin(sh0);
+    if (begun.error != kerr::none) co_return begun;
+    auto out = co_await create_topic_locked(sh0, std::move(name), partitions, std::move(configs), validate_only);
+    co_await cluster_catalog_end(sh0, out.error == kerr::none);
+    co_return out;
 }
 
-runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name) {
-    auto lock = co_await sh0.catalog_lock.acquire(1);
-    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+namespace {
+runtime::task<admin_outcome> delete_topic_locked(shard& sh0, std::string name) {
     if (!sh0.cat->find(name)) {
         co_return admin_outcome{kerr::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
     }
@@ -271,10 +352,21 @@ runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name) {
     log::info("deleted topic {}", name);
     co_return admin_outcome{};
 }
+} // namespace
 
-runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std::int32_t count, bool validate_only) {
+runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name) {
     auto lock = co_await sh0.catalog_lock.acquire(1);
     if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    if (!sh0.cfg().clustered()) co_return co_await delete_topic_locked(sh0, std::move(name));
+    auto begun = co_await cluster_catalog_begin(sh0);
+    if (begun.error != kerr::none) co_return begun;
+    auto out = co_await delete_topic_locked(sh0, std::move(name));
+    co_await cluster_catalog_end(sh0, out.error == kerr::none);
+    co_return out;
+}
+
+namespace {
+runtime::task<admin_outcome> create_partitions_locked(shard& sh0, std::string name, std::int32_t count, bool validate_only) {
     const topic_info* cur = sh0.cat->find(name);
     if (!cur) co_return admin_outcome{kerr::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
     if (count <= cur->partitions) {
@@ -296,35 +388,67 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
     if (stored.error == kerr::none) log::info("topic {} now has {} partitions", name, count);
     co_return stored;
 }
+} // namespace
+
+runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std::int32_t count, bool validate_only) {
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    if (!sh0.cfg().clustered()) co_return co_await create_partitions_locked(sh0, std::move(name), count, validate_only);
+    auto begun = co_await cluster_catalog_begin(sh0);
+    if (begun.error != kerr::none) co_return begun;
+    auto out = co_await create_partitions_locked(sh0, std::move(name), count, validate_only);
+    co_await cluster_catalog_end(sh0, out.error == kerr::none);
+    co_return out;
+}
 
 // Producer ids are handed out from blocks; the end of the current block is stored before any
 // id of it is used, so a restarted broker never reissues one. Format:
 //   {"version":1,"next_block_start":12000}
+namespace {
+// Reads the stored end of the last block handed out and stores the end of a new one; returns
+// the new block's start.
+runtime::task<result<std::int64_t, storage::store_error>> store_producer_block(shard& sh0, std::int64_t block) {
+    const std::string key = sh0.cfg().ns + "/skiff~meta/producer-ids.json";
+    std::int64_t start = 0;
+    auto got = co_await sh0.store->get(key, std::nullopt, {});
+    if (got) {
+        auto j = nlohmann::json::parse(got->data, nullptr, false);
+        if (j.is_object() && j.contains("next_block_start") && j["next_block_start"].is_number_integer()) {
+            start = j["next_block_start"].get<std::int64_t>();
+        } else {
+            co_return failure{storage::store_error(storage::errc::corrupt, key + " is not a producer-id block")};
+        }
+    } else if (got.error().code != storage::errc::not_found) {
+        co_return failure{got.error()};
+    }
+    start = std::max(start, sh0.producer_id_limit);
+    nlohmann::json next = {{"version", 1}, {"next_block_start", start + block}};
+    const std::string body = next.dump();
+    auto put = co_await sh0.store->put(key, body, false, {});
+    if (!put) co_return failure{put.error()};
+    co_return start;
+}
+} // namespace
+
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0) {
     constexpr std::int64_t block = 1000;
     auto lock = co_await sh0.catalog_lock.acquire(1);
     if (!lock) co_return failure{storage::store_error(storage::errc::cancelled, "the broker is shutting down")};
     if (sh0.next_producer_id >= sh0.producer_id_limit) {
-        const std::string key = sh0.cfg().ns + "/skiff~meta/producer-ids.json";
-        std::int64_t start = 0;
-        auto got = co_await sh0.store->get(key, std::nullopt, {});
-        if (got) {
-            auto j = nlohmann::json::parse(got->data, nullptr, false);
-            if (j.is_object() && j.contains("next_block_start") && j["next_block_start"].is_number_integer()) {
-                start = j["next_block_start"].get<std::int64_t>();
-            } else {
-                co_return failure{storage::store_error(storage::errc::corrupt, key + " is not a producer-id block")};
-            }
-        } else if (got.error().code != storage::errc::not_found) {
-            co_return failure{got.error()};
+        result<std::int64_t, storage::store_error> start = 0;
+        if (sh0.cfg().clustered()) {
+            // Brokers share the stored block end: the read-modify-write holds the cluster's lock.
+            auto& node = *sh0.shared->cluster->node;
+            auto held = co_await node.lock(node.key_names().catalog_lock(), std::chrono::seconds(10), {});
+            if (!held) co_return failure{storage::store_error(storage::errc::transient, held.error().message)};
+            start = co_await store_producer_block(sh0, block);
+            co_await node.unlock(node.key_names().catalog_lock());
+        } else {
+            start = co_await store_producer_block(sh0, block);
         }
-        start = std::max(start, sh0.producer_id_limit);
-        nlohmann::json next = {{"version", 1}, {"next_block_start", start + block}};
-        const std::string body = next.dump();
-        auto put = co_await sh0.store->put(key, body, false, {});
-        if (!put) co_return failure{put.error()};
-        sh0.next_producer_id = start;
-        sh0.producer_id_limit = start + block;
+        if (!start) co_return failure{start.error()};
+        sh0.next_producer_id = *start;
+        sh0.producer_id_limit = *start + block;
     }
     co_return sh0.next_producer_id++;
 }

@@ -8,6 +8,8 @@
 #include <skiff/broker/config.hpp>
 #include <skiff/broker/group_coordinator.hpp>
 #include <skiff/broker/producer_state.hpp>
+#include <skiff/cluster/node.hpp>
+#include <skiff/cluster/view.hpp>
 #include <skiff/kafka/frame.hpp>
 #include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/gate.hpp>
@@ -44,9 +46,14 @@ struct partition_slot {
     // after the partition was opened; appends of idempotent producers wait for it (in order).
     bool producers_loaded = false;
     std::shared_ptr<runtime::oneshot<void>> producers_loading; // set when the rebuild is done
+    // Cluster mode: the leader epoch this broker owns the partition at; `released` once it
+    // began handing the partition over (nothing more is acknowledged from this slot).
+    std::int32_t epoch = 0;
+    bool released = false;
 };
 
 struct shard;
+struct cluster_runtime;
 
 // Shared by all cores; immutable after start-up except where noted.
 struct broker_shared {
@@ -55,6 +62,12 @@ struct broker_shared {
     std::vector<shard*> shards;      // shard i is only touched on core i
     storage::global_io_cap io_cap{256};
     std::atomic<bool> stopping{false};
+    // Cluster mode: core 0's cluster state, and the end of the lease's proven lifetime on the
+    // steady clock (ns since its epoch), which every core checks before acknowledging a write.
+    std::unique_ptr<cluster_runtime> cluster;
+    std::atomic<std::int64_t> lease_valid_until_ns{0};
+    broker_shared();
+    ~broker_shared();
 };
 
 struct shard {
@@ -73,9 +86,18 @@ struct shard {
 
     // Owned partitions, by (topic, partition).
     std::map<std::pair<std::string, std::int32_t>, std::unique_ptr<partition_slot>, std::less<>> parts;
+    // Cluster mode: the partitions this core may serve, by the claim this broker won (set by
+    // core 0's cluster loop before it opens them), and the view Metadata answers from.
+    std::map<std::pair<std::string, std::int32_t>, cluster::claim, std::less<>> claims;
+    std::shared_ptr<const cluster::view> cview;
     // Opens in progress, so concurrent requests restore a partition once.
     std::map<std::pair<std::string, std::int32_t>, std::shared_ptr<runtime::semaphore>> opening;
     std::unique_ptr<group_coordinator> groups;
+    // Cluster mode: one coordinator per group slot this core serves (claimed like partitions);
+    // `groups` is then a closed coordinator that answers COORDINATOR_NOT_AVAILABLE for groups
+    // this broker does not coordinate, so clients look the coordinator up again.
+    std::map<std::int32_t, std::unique_ptr<group_coordinator>> slot_groups;
+    std::vector<std::unique_ptr<group_coordinator>> retired_groups;
     // Partitions of deleted topics, closed. Kept until shutdown: a request that was inside one
     // (an append waiting for its flush) still holds a pointer to it when it resumes.
     std::vector<std::unique_ptr<partition_slot>> retired;
@@ -107,6 +129,12 @@ struct shard {
     std::vector<metrics::registration> registrations;
 };
 
+// The coordinator for `group` on this core (which must be group_owner's core).
+group_coordinator& coordinator_for(shard& sh, std::string_view group);
+// Every coordinator of this core (one, or one per served slot in cluster mode).
+std::vector<group_coordinator*> coordinators_of(shard& sh);
+group_config group_config_for(const broker_config& cfg);
+
 // The partition on this core (which must own it), restoring it first if needed. Null when the
 // catalog does not have it; store_error when restoring failed.
 runtime::task<result<partition_slot*, storage::store_error>> local_partition(shard& sh, std::string topic,
@@ -115,6 +143,9 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
 // Installs a catalog snapshot on this core: opens newly owned partitions, closes and deletes
 // the data of partitions whose topic is gone.
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap);
+
+// Installs a catalog snapshot on every core (apply_catalog on each), from core 0.
+runtime::task<void> install_catalog(shard& sh0, std::shared_ptr<const catalog> snap);
 
 // What every topic gets unless its configs say otherwise: the broker's message.max.bytes.
 topic_policy broker_policy(const broker_config& cfg);

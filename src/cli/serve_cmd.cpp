@@ -76,6 +76,12 @@ const flag flags[] = {
      [](const cfg_t& c) { return yes_no(c.auto_create_topics); }},
     {"default-partitions", kind::number, "N", "partitions of auto-created topics",
      [](const cfg_t& c) { return std::to_string(c.default_partitions); }},
+    {"etcd", kind::text, "URL[,URL...]", "cluster mode: etcd client URLs (docs/cluster.md); none: a single broker"},
+    {"broker-id", kind::number, "N", "this broker's id, unique in the cluster",
+     [](const cfg_t& c) { return std::to_string(c.node_id); }},
+    {"lease-ttl-s", kind::number, "S", "cluster mode: a dead broker's partitions move after this many seconds",
+     [](const cfg_t& c) { return std::to_string(c.lease_ttl.count()); }},
+    {"rack", kind::text, "NAME", "cluster mode: this broker's rack, reported in Metadata"},
     {"cores", kind::number, "N", "reactor threads, one per core",
      [](const cfg_t& c) { return c.cores == 0 ? std::string("all cores") : std::to_string(c.cores); }},
     {"max-frame-bytes", kind::number, "N", "largest request accepted; larger ones close the connection",
@@ -256,6 +262,25 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("message-max-bytes")) cfg.message_max_bytes = n;
     if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
+    if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};
+    if (s.values.count("broker-id")) cfg.node_id = static_cast<std::int32_t>(n);
+    if (auto e = number(s, "lease-ttl-s", 2, 300, n)) return failure{*e};
+    if (s.values.count("lease-ttl-s")) cfg.lease_ttl = std::chrono::seconds(n);
+    if (auto* v = text("rack")) cfg.rack = *v;
+    if (auto* v = text("etcd")) {
+        std::string_view rest = *v;
+        while (!rest.empty()) {
+            auto comma = rest.find(',');
+            std::string_view url = rest.substr(0, comma);
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            if (url.empty()) continue;
+            if (!url.starts_with("http://") && !url.starts_with("https://")) {
+                return failure{"--etcd takes http:// or https:// URLs separated by commas, not '" + *v + "'"};
+            }
+            cfg.etcd_endpoints.emplace_back(url);
+        }
+        if (cfg.etcd_endpoints.empty()) return failure{std::string("--etcd needs at least one URL")};
+    }
     if (auto* v = text("log-level")) {
         if (!log::set_level(*v)) return failure{"--log-level must be trace, debug, info, warn or error, not '" + *v + "'"};
     }

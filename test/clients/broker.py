@@ -195,6 +195,7 @@ class TestContext:
         self.store = opts.store
         self.skiff = opts.skiff
         self._n = 0
+        self.cleanups = []   # callables run when the test ends, however it ends (other peers)
 
     def broker(self, extra_args=(), env=None, start=True, cores=None, s3_endpoint=None):
         self._n += 1
@@ -282,6 +283,11 @@ def main(tests, default_timeout=240):
             finally:
                 for b in t.brokers:
                     b.cleanup()
+                for fn in t.cleanups:
+                    try:
+                        fn()
+                    except Exception as e:  # noqa: BLE001 - cleanup must not hide the result
+                        print(f"    cleanup failed: {e}", flush=True)
     finally:
         signal.alarm(0)
         print(f"{len(passed)} passed, {len(failed)} failed"

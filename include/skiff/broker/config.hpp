@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace skiff::broker {
 
@@ -36,8 +37,19 @@ struct broker_config {
     // unless its own max.message.bytes says otherwise.
     std::int64_t message_max_bytes = 1048588;
     std::chrono::milliseconds group_initial_rebalance_delay{3000};
-    std::int32_t node_id = 0;
+    std::int32_t node_id = 0;                   // --broker-id
     std::string cluster_id = "skiff";
+
+    // Cluster mode (docs/cluster.md): etcd's client URLs. Empty: one broker on its own, as
+    // always; every setting below is then unused.
+    std::vector<std::string> etcd_endpoints;
+    std::chrono::seconds lease_ttl{10};         // a dead broker's partitions move after this
+    std::string rack;
+    // Offsets a new owner skips after an unclean takeover, so a deposed owner's late upload can
+    // only land where nobody reads another record (docs/cluster.md, "Fencing"). Larger than
+    // what one partition may hold unacknowledged (log.max_pending_records).
+    std::int64_t takeover_gap = std::int64_t{1} << 22;
+    bool clustered() const noexcept { return !etcd_endpoints.empty(); }
 };
 
 } // namespace skiff::broker

@@ -2,6 +2,7 @@
 #include "../handlers.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/cluster/records.hpp>
 
 namespace skiff::broker {
 
@@ -14,8 +15,20 @@ std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeCluste
         r.error_message = "only broker endpoints are served";
         return respond(r, ctx);
     }
-    auto [host, port] = advertised(ctx);
     r.cluster_id = ctx.sh.cfg().cluster_id;
+    if (ctx.sh.cfg().clustered() && ctx.sh.cview) {
+        for (auto& [id, m] : ctx.sh.cview->members) {
+            kafka::DescribeClusterResponse::DescribeClusterBroker b;
+            b.broker_id = id;
+            b.host = m.host;
+            b.port = m.port;
+            if (!m.rack.empty()) b.rack = m.rack;
+            r.brokers.push_back(std::move(b));
+        }
+        r.controller_id = r.brokers.empty() ? -1 : r.brokers.front().broker_id;
+        return respond(r, ctx);
+    }
+    auto [host, port] = advertised(ctx);
     r.controller_id = ctx.sh.cfg().node_id;
     kafka::DescribeClusterResponse::DescribeClusterBroker b;
     b.broker_id = ctx.sh.cfg().node_id;
@@ -25,34 +38,56 @@ std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeCluste
     return respond(r, ctx);
 }
 
-std::string find_coordinator(const request_ctx& ctx, const kafka::FindCoordinatorRequest& req) {
-    // This broker coordinates every group; transactions have no coordinator. v0-3 answer one
-    // key in the top-level fields, v4+ a list.
+namespace {
+// Where group `key` is coordinated: this broker when it is alone; in a cluster the broker that
+// owns the group's slot (claimed like a partition), or none while the slot moves (clients
+// retry COORDINATOR_NOT_AVAILABLE).
+kafka::FindCoordinatorResponse::Coordinator coordinator_of(const request_ctx& ctx, std::int8_t key_type,
+                                                           const std::string& key) {
     kafka::FindCoordinatorResponse::Coordinator answer;
+    answer.key = key;
     constexpr std::int8_t group_key = 0;
-    if (req.key_type != group_key) {
+    answer.node_id = -1;
+    answer.port = -1;
+    if (key_type != group_key) {
         answer.error_code = kerr::coordinator_not_available;
         answer.error_message = "transactions are not supported";
-        answer.node_id = -1;
-        answer.port = -1;
-    } else {
+        return answer;
+    }
+    if (!ctx.sh.cfg().clustered()) {
         auto [host, port] = advertised(ctx);
         answer.node_id = ctx.sh.cfg().node_id;
         answer.host = host;
         answer.port = port;
+        return answer;
     }
+    const cluster::view* v = ctx.sh.cview.get();
+    const cluster::owner* o = v ? v->owner_of(cluster::groups_topic, cluster::group_slot(key)) : nullptr;
+    const cluster::member* m = o ? v->find_member(o->broker) : nullptr;
+    if (!m) {
+        answer.error_code = kerr::coordinator_not_available;
+        answer.error_message = "the group's coordinator is moving";
+        return answer;
+    }
+    answer.node_id = m->id;
+    answer.host = m->host;
+    answer.port = m->port;
+    return answer;
+}
+} // namespace
+
+std::string find_coordinator(const request_ctx& ctx, const kafka::FindCoordinatorRequest& req) {
+    // v0-3 answer one key in the top-level fields, v4+ a list.
     kafka::FindCoordinatorResponse r;
     if (ctx.version < 4) {
+        auto answer = coordinator_of(ctx, req.key_type, req.key);
         r.error_code = answer.error_code;
         r.error_message = answer.error_message;
         r.node_id = answer.node_id;
         r.host = answer.host;
         r.port = answer.port;
     } else {
-        for (auto& k : req.coordinator_keys) {
-            r.coordinators.push_back(answer);
-            r.coordinators.back().key = k;
-        }
+        for (auto& k : req.coordinator_keys) r.coordinators.push_back(coordinator_of(ctx, req.key_type, k));
     }
     return respond(r, ctx);
 }

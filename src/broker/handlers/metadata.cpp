@@ -13,14 +13,30 @@ kafka::MetadataResponse::MetadataResponseTopic describe_topic(const topic_info& 
     mt.topic_id = t.id;
     mt.error_code = kerr::none;
     const std::int32_t node = ctx.sh.cfg().node_id;
+    const cluster::view* v = ctx.sh.cfg().clustered() ? ctx.sh.cview.get() : nullptr;
     for (std::int32_t p = 0; p < t.partitions; ++p) {
         kafka::MetadataResponse::MetadataResponsePartition mp;
         mp.partition_index = p;
         mp.error_code = kerr::none;
         mp.leader_id = node;
         mp.leader_epoch = 0;
-        mp.replica_nodes = {node};
-        mp.isr_nodes = {node};
+        if (ctx.sh.cfg().clustered()) {
+            // The owner etcd names, while it is a live member; else no leader for now (a
+            // takeover is under way) and the client asks again.
+            const cluster::owner* o = v ? v->owner_of(t.name, p) : nullptr;
+            if (o && v->find_member(o->broker)) {
+                mp.leader_id = o->broker;
+                mp.leader_epoch = o->epoch;
+            } else {
+                mp.error_code = kerr::leader_not_available;
+                mp.leader_id = -1;
+                mp.leader_epoch = -1;
+                mt.partitions.push_back(std::move(mp));
+                continue;
+            }
+        }
+        mp.replica_nodes = {mp.leader_id};
+        mp.isr_nodes = {mp.leader_id};
         mt.partitions.push_back(std::move(mp));
     }
     return mt;
@@ -30,14 +46,27 @@ kafka::MetadataResponse::MetadataResponseTopic describe_topic(const topic_info& 
 
 runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req) {
     kafka::MetadataResponse r;
-    auto [host, port] = advertised(ctx);
-    kafka::MetadataResponse::MetadataResponseBroker b;
-    b.node_id = ctx.sh.cfg().node_id;
-    b.host = host;
-    b.port = port;
-    r.brokers.push_back(b);
+    if (ctx.sh.cfg().clustered() && ctx.sh.cview) {
+        // Every live broker; the lowest id stands in as "controller" (clients only display it).
+        for (auto& [id, m] : ctx.sh.cview->members) {
+            kafka::MetadataResponse::MetadataResponseBroker b;
+            b.node_id = id;
+            b.host = m.host;
+            b.port = m.port;
+            if (!m.rack.empty()) b.rack = m.rack;
+            r.brokers.push_back(std::move(b));
+        }
+        r.controller_id = r.brokers.empty() ? -1 : r.brokers.front().node_id;
+    } else {
+        auto [host, port] = advertised(ctx);
+        kafka::MetadataResponse::MetadataResponseBroker b;
+        b.node_id = ctx.sh.cfg().node_id;
+        b.host = host;
+        b.port = port;
+        r.brokers.push_back(b);
+        r.controller_id = ctx.sh.cfg().node_id;
+    }
     r.cluster_id = ctx.sh.cfg().cluster_id;
-    r.controller_id = ctx.sh.cfg().node_id;
 
     // v0: an empty list means every topic; v1+: null means every topic.
     const bool all = !req.topics || (ctx.version == 0 && req.topics->empty());

@@ -3,6 +3,7 @@
 #include "../handlers.hpp"
 #include "../idempotence.hpp"
 #include "../produce_validation.hpp"
+#include "../ownership.hpp"
 #include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
@@ -78,6 +79,10 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
             out.error = kerr::request_timed_out;
             co_return out;
         }
+        if (!may_acknowledge(sh, *owned.slot)) {
+            out.error = kerr::not_leader_or_follower;
+            co_return out;
+        }
         out.base_offset = chk.base_offset;
         co_return out;
     }
@@ -116,6 +121,13 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
         co_return out;
     }
     guard.complete(r->base_offset, r->last_offset);
+    if (!may_acknowledge(sh, *owned.slot)) {
+        // Cluster mode: stored, but this broker can no longer prove it was still the owner when
+        // the upload landed (docs/cluster.md, "Fencing"). Retriable: the client asks the owner.
+        out.error = kerr::not_leader_or_follower;
+        out.message = "this broker's ownership of the partition could not be confirmed";
+        co_return out;
+    }
     out.base_offset = r->base_offset;
     co_return out;
 }

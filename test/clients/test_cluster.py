@@ -1,0 +1,419 @@
+#!/usr/bin/python3
+"""Cluster mode (docs/cluster.md): three stateless brokers over one store, coordinated by a real
+etcd on loopback, driven by real clients (confluent-kafka, kcat).
+
+Every test starts its own etcd and brokers (`--cores 1` each, one shared data directory or S3
+namespace, short leases so takeovers are quick) and checks, for everything a producer got
+acknowledged, that it is served afterwards at the offset it was acknowledged at, exactly once.
+
+    test_cluster.py --skiff build/src/cli/skiff [--store local|s3] [-k NAME]
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import broker  # noqa: E402
+from ckutil import Consumer, TopicPartition, admin, consume_partitions, create_topic  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+from etcd_server import EtcdServer  # noqa: E402
+
+TTL = 3  # seconds: a dead broker's partitions move after this
+
+
+def start_cluster(t, n=3, ttl=TTL, s3_endpoint=None, extra=()):
+    e = EtcdServer(t.workdir, ctx=t).start()
+    t.etcd = e
+    shared_dir = os.path.join(t.workdir, "shared-data")
+    brokers = []
+    ns = None
+    for i in range(1, n + 1):
+        b = t.broker(start=False, cores=1, s3_endpoint=s3_endpoint,
+                     extra_args=["--etcd", e.url, "--broker-id", str(i), "--lease-ttl-s", str(ttl),
+                                 *extra])
+        b.data_dir = shared_dir
+        ns = ns or b.namespace
+        b.namespace = ns
+        brokers.append(b)
+    for b in brokers:
+        b.start()
+    # Every broker sees every other in Metadata.
+    for b in brokers:
+        broker.wait_until(lambda b=b: len(admin(b).list_topics(timeout=10).brokers) == n, 30,
+                          f"broker {b.name} to see {n} brokers")
+    return e, brokers
+
+
+def bootstrap(brokers):
+    return ",".join(b.bootstrap for b in brokers)
+
+
+def leaders(b, topic):
+    md = admin(b).list_topics(topic=topic, timeout=10)
+    tm = md.topics[topic]
+    return {p.id: p.leader for p in tm.partitions.values()}
+
+
+def value_of(i):
+    return f"value-{i}-".encode() + bytes((i * 7 + j) % 256 for j in range(i % 200))
+
+
+class Stream:
+    """A steady acks=all producer in the background that records every acknowledgement (and
+    when it came, to measure stalls)."""
+
+    def __init__(self, brokers, topic, **conf):
+        c = {"bootstrap.servers": bootstrap(brokers), "acks": "all", "linger.ms": 2,
+             "message.timeout.ms": 60000, "retry.backoff.ms": 100, "enable.idempotence": False,
+             "queue.buffering.max.messages": 20000, "topic.metadata.refresh.interval.ms": 1000,
+             "log.connection.close": False}
+        c.update(conf)
+        self.p = Producer(c)
+        self.topic = topic
+        self.acked = {}          # i -> (partition, offset)
+        self.ack_times = []      # monotonic time of each acknowledgement
+        self.failed = {}
+        self.produced = 0
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        self.th = broker.CheckedThread(self._run, name="producer")
+
+    def _cb(self, i):
+        def cb(err, m):
+            with self.lock:
+                if err is None:
+                    self.acked[i] = (m.partition(), m.offset())
+                    self.ack_times.append(time.monotonic())
+                else:
+                    self.failed[i] = str(err)
+        return cb
+
+    def _run(self):
+        i = 0
+        while not self.stop_event.is_set():
+            try:
+                self.p.produce(self.topic, key=f"key-{i}".encode(), value=value_of(i), on_delivery=self._cb(i))
+                i += 1
+                self.produced = i
+            except BufferError:
+                self.p.poll(0.05)
+                continue
+            self.p.poll(0)
+            if i % 20 == 0:
+                time.sleep(0.005)
+        self.p.flush(90)
+
+    def start(self):
+        self.th.start()
+        return self
+
+    def count(self):
+        with self.lock:
+            return len(self.acked)
+
+    def wait_more(self, n, timeout=60, what="acknowledgements"):
+        target = self.count() + n
+        broker.wait_until(lambda: self.count() >= target or self.th.error, timeout, f"{n} more {what}")
+        if self.th.error:
+            raise self.th.error
+
+    def finish(self):
+        self.stop_event.set()
+        self.th.join(120)
+        if self.th.is_alive():
+            raise AssertionError("the producer did not finish flushing within 120 s")
+        if self.th.error:
+            raise self.th.error
+
+    def max_stall(self, since):
+        with self.lock:
+            times = [x for x in self.ack_times if x >= since]
+        if len(times) < 2:
+            return float("inf")
+        return max(b - a for a, b in zip(times, times[1:]))
+
+
+def verify(t, b, stream, parts):
+    """Every acknowledged message is served at its acknowledged offset, once; nothing unknown."""
+    out, _ = consume_partitions(b, stream.topic, parts, timeout=120)
+    problems, found, seen = [], {}, set()
+    for part, msgs in out.items():
+        last = -1
+        for m in msgs:
+            if m.offset() <= last:
+                problems.append(f"p{part}: offset {m.offset()} read after {last}")
+            last = m.offset()
+            k = m.key() or b""
+            if not k.startswith(b"key-"):
+                problems.append(f"p{part}@{m.offset()}: unknown key {k!r:.40}")
+                continue
+            i = int(k[4:])
+            if m.value() != value_of(i):
+                problems.append(f"p{part}@{m.offset()}: wrong value for {k!r}")
+            found[(part, m.offset())] = i
+            seen.add(i)
+    lost = [(i, pos, found.get(pos)) for i, pos in sorted(stream.acked.items()) if found.get(pos) != i]
+    if lost:
+        problems.append(f"{len(lost)} of {len(stream.acked)} acknowledged messages missing or replaced, "
+                        f"e.g. {lost[:6]}")
+    dup = sum(1 for i in stream.acked if list(found.values()).count(i) > 1) if len(stream.acked) < 3000 else 0
+    if dup:
+        problems.append(f"{dup} acknowledged messages appear more than once")
+    if problems:
+        raise AssertionError("; ".join(problems[:10]))
+    t.log(f"all {len(stream.acked)} acknowledged messages served once at their offsets "
+          f"({sum(len(v) for v in out.values())} in the log, {len(stream.failed)} failed deliveries)")
+
+
+def fsck(t, b):
+    args = [t.skiff, "fsck"]
+    if b.store == "s3":
+        args += ["--s3-bucket", os.environ["S3_BUCKET"], "--s3-endpoint", os.environ["S3_ENDPOINT"],
+                 "--s3-path-style", "--namespace", b.namespace]
+    else:
+        args += ["--data-dir", b.data_dir]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"skiff fsck exited {r.returncode}: {r.stdout[-2000:]} {r.stderr[-2000:]}")
+    t.log("fsck: " + (r.stdout.strip().splitlines() or ["ok"])[-1])
+
+
+# ---- tests ----
+
+def test_three_brokers_any_bootstrap(t):
+    e, bs = start_cluster(t)
+    topic = t.topic("spread")
+    create_topic(bs[0], topic, 12)
+    owners = leaders(bs[2], topic)
+    by_broker = {}
+    for p, l in owners.items():
+        by_broker.setdefault(l, []).append(p)
+    t.log(f"leaders: { {k: len(v) for k, v in sorted(by_broker.items())} }")
+    if sorted(by_broker) != [1, 2, 3]:
+        raise AssertionError(f"partitions are not spread over the three brokers: {owners}")
+    # Every broker tells the same story.
+    for b in bs:
+        if leaders(b, topic) != owners:
+            raise AssertionError(f"broker {b.name} reports other leaders: {leaders(b, topic)} vs {owners}")
+    # Produce through broker 1 only; read with kcat through broker 3 only.
+    p = Producer({"bootstrap.servers": bs[0].bootstrap, "acks": "all", "linger.ms": 5})
+    acked = []
+    for i in range(1200):
+        p.produce(topic, key=f"key-{i}".encode(), value=value_of(i),
+                  on_delivery=lambda err, m: acked.append(m) if err is None else None)
+        p.poll(0)
+    if p.flush(60):
+        raise AssertionError("messages not delivered within 60 s")
+    if len(acked) != 1200:
+        raise AssertionError(f"{len(acked)} of 1200 acknowledged")
+    r = subprocess.run(["kcat", "-b", bs[2].bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+                        "-q", "-f", "%k\n"], capture_output=True, timeout=60)
+    keys = [k for k in r.stdout.decode().split("\n") if k]
+    if sorted(keys) != sorted(f"key-{i}" for i in range(1200)):
+        raise AssertionError(f"kcat through broker 3 read {len(keys)} keys, expected 1200 distinct")
+    # A produce sent to a broker that does not own the partition is refused (retriable).
+    t.log("1200 records through broker 1, all read back through broker 3 with kcat")
+
+
+def test_consumer_groups_spread_over_coordinators(t):
+    e, bs = start_cluster(t)
+    topic = t.topic("groups")
+    create_topic(bs[0], topic, 6)
+    s = Stream(bs, topic).start()
+    s.wait_more(600)
+    s.finish()
+    coords = set()
+    a = admin(bs[1])
+    for g in range(12):
+        gid = f"g-{g}"
+        fut = a.describe_consumer_groups([gid])[gid]
+        d = fut.result(20)
+        coords.add(d.coordinator.id)
+    t.log(f"12 groups coordinated by brokers {sorted(coords)}")
+    if len(coords) < 2:
+        raise AssertionError(f"every group has the same coordinator: {coords}")
+    # One group of three consumers reads everything exactly once between them.
+    gid = t.topic("grp")
+    got = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def member(k):
+        c = Consumer({"bootstrap.servers": bs[k % 3].bootstrap, "group.id": gid, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": True, "auto.commit.interval.ms": 500, "session.timeout.ms": 10000})
+        c.subscribe([topic])
+        while not stop.is_set():
+            for m in c.consume(100, 0.3):
+                if m.error():
+                    continue
+                with lock:
+                    got[(m.partition(), m.offset())] = got.get((m.partition(), m.offset()), 0) + 1
+        c.close()
+
+    ths = [broker.CheckedThread(member, k) for k in range(3)]
+    for th in ths:
+        th.start()
+    total = len(s.acked)
+    broker.wait_until(lambda: len(got) >= total, 90, f"the group to read {total} records")
+    stop.set()
+    broker.run_threads_checked(ths)
+    t.log(f"group of 3 read {len(got)} records")
+
+
+def test_sigkill_owner_with_s3_faults(t):
+    proxy = None
+    endpoint = None
+    if t.store == "s3":
+        pf = os.path.join(t.workdir, "proxy.port")
+        shared = os.environ.get("SKIFF_SHARED_DIR", os.path.join(os.path.dirname(__file__), "../../../shared"))
+        proxy = subprocess.Popen([os.path.join(shared, "tools/s3-fault-proxy"), "--listen", "127.0.0.1:0",
+                                  "--port-file", pf, "--upstream", os.environ["S3_ENDPOINT"].split("//")[1],
+                                  "--fail-rate", "0.1", "--fail-mode", "503-slowdown,500,reset",
+                                  "--fail-match", "^PUT", "--seed", "9"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        broker.wait_until(lambda: os.path.exists(pf) and open(pf).read().strip(), 10, "the fault proxy")
+        endpoint = "http://127.0.0.1:" + open(pf).read().strip()
+    try:
+        e, bs = start_cluster(t, s3_endpoint=endpoint)
+        topic = t.topic("failover")
+        create_topic(bs[0], topic, 3)
+        s = Stream(bs, topic).start()
+        s.wait_more(1500)
+        victim_id = leaders(bs[0], topic)[0]
+        victim = bs[victim_id - 1]
+        survivor = next(b for b in bs if b is not victim)
+        before = s.count()
+        t0 = time.monotonic()
+        victim.kill()
+        # Failover: the first acknowledgement on the victim's partitions after the kill.
+        victim_parts = {p for p, l in leaders(survivor, topic).items() if l == victim_id} or {0}
+
+        def moved():
+            l = leaders(survivor, topic)
+            return all(l.get(p, -1) not in (-1, victim_id) for p in victim_parts)
+
+        broker.wait_until(moved, 30, "the victim's partitions to get a new owner")
+        with s.lock:
+            n_before = len(s.acked)
+        broker.wait_until(lambda: any(pos[0] in victim_parts for i, pos in list(s.acked.items())[n_before:]),
+                          60, "an acknowledgement on a taken-over partition")
+        failover = time.monotonic() - t0
+        t.log(f"failover after SIGKILL: {failover:.1f} s (lease TTL {TTL} s); {before} acknowledged before")
+        s.wait_more(1000)
+        s.finish()
+        verify(t, survivor, s, 3)
+        fsck(t, survivor)
+    finally:
+        if proxy:
+            proxy.kill()
+            proxy.wait()
+
+
+def test_paused_owner_is_fenced(t):
+    e, bs = start_cluster(t)
+    topic = t.topic("paused")
+    create_topic(bs[0], topic, 3)
+    s = Stream(bs, topic).start()
+    s.wait_more(1000)
+    victim_id = leaders(bs[0], topic)[0]
+    victim = bs[victim_id - 1]
+    survivor = next(b for b in bs if b is not victim)
+    victim.proc.send_signal(signal.SIGSTOP)
+    t.log(f"SIGSTOP broker {victim_id} while it streams")
+    broker.wait_until(lambda: leaders(survivor, topic)[0] not in (-1, victim_id), 30,
+                      "partition 0 to get a new owner while the old one is paused")
+    s.wait_more(500)
+    victim.proc.send_signal(signal.SIGCONT)
+    t.log(f"SIGCONT broker {victim_id}: it must notice it lost its lease and serve nothing stale")
+    s.wait_more(1000)
+    s.finish()
+    verify(t, survivor, s, 3)
+    fsck(t, survivor)
+
+
+def test_rolling_restart_under_load(t):
+    e, bs = start_cluster(t)
+    topic = t.topic("rolling")
+    create_topic(bs[0], topic, 6)
+    s = Stream(bs, topic).start()
+    s.wait_more(1000)
+    t0 = time.monotonic()
+    for b in bs:
+        b.stop(timeout=30)      # SIGTERM: hands its partitions over
+        s.wait_more(300, what="acknowledgements while a broker is down")
+        b.start()
+        broker.wait_until(lambda: len(admin(b).list_topics(timeout=10).brokers) == 3, 30, "the broker to rejoin")
+        s.wait_more(300)
+    stall = s.max_stall(t0)
+    s.finish()
+    t.log(f"rolling restart of 3 brokers: longest gap between acknowledgements {stall:.2f} s")
+    if stall > 10:
+        raise AssertionError(f"clients stalled {stall:.1f} s during the rolling restart")
+    verify(t, bs[0], s, 6)
+
+
+def test_etcd_down_and_back(t):
+    e, bs = start_cluster(t)
+    topic = t.topic("etcd")
+    create_topic(bs[0], topic, 3)
+    s = Stream(bs, topic).start()
+    s.wait_more(800)
+    e.stop()
+    t.log("etcd stopped")
+    time.sleep(TTL + 2)
+    with s.lock:
+        during = len(s.acked)
+    time.sleep(2)
+    with s.lock:
+        after = len(s.acked)
+    if after - during > 50:
+        raise AssertionError(f"{after - during} writes acknowledged while no broker could prove ownership")
+    e.start()
+    t.log("etcd back")
+    s.wait_more(800, timeout=60, what="acknowledgements after etcd returned")
+    s.finish()
+    verify(t, bs[0], s, 3)
+
+
+def test_bad_cluster_settings(t):
+    e = EtcdServer(t.workdir, ctx=t).start()
+    # etcd unreachable at start: one sentence, exit 1.
+    dead = broker.free_port()
+    r = subprocess.run([t.skiff, "serve", "--etcd", f"http://127.0.0.1:{dead}", "--broker-id", "1",
+                        "--kafka-addr", f"127.0.0.1:{broker.free_port()}", "--http-addr", "off",
+                        "--data-dir", os.path.join(t.workdir, "d")], capture_output=True, text=True, timeout=60)
+    if r.returncode != 1 or "cannot reach etcd" not in r.stderr:
+        raise AssertionError(f"unreachable etcd: exit {r.returncode}, stderr {r.stderr[-500:]!r}")
+    # A broker id already live: refused.
+    b1 = t.broker(cores=1, extra_args=["--etcd", e.url, "--broker-id", "7"])
+    r = subprocess.run([t.skiff, "serve", "--etcd", e.url, "--broker-id", "7",
+                        "--kafka-addr", f"127.0.0.1:{broker.free_port()}", "--http-addr", "off",
+                        "--data-dir", b1.data_dir], capture_output=True, text=True, timeout=60)
+    if r.returncode != 1 or "already registered" not in r.stderr:
+        raise AssertionError(f"duplicate broker id: exit {r.returncode}, stderr {r.stderr[-500:]!r}")
+    # Cluster mode on 0.0.0.0 without an advertised address: refused before anything starts.
+    r = subprocess.run([t.skiff, "serve", "--etcd", e.url, "--broker-id", "8", "--kafka-addr", "0.0.0.0:0",
+                        "--http-addr", "off"], capture_output=True, text=True, timeout=30)
+    if r.returncode == 0 or "advertised" not in r.stderr:
+        raise AssertionError(f"0.0.0.0 in cluster mode: exit {r.returncode}, stderr {r.stderr[-300:]!r}")
+    r = subprocess.run([t.skiff, "serve", "--etcd", "127.0.0.1:2379"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 2 or "--etcd" not in r.stderr:
+        raise AssertionError(f"--etcd without a scheme: exit {r.returncode}, stderr {r.stderr[-300:]!r}")
+    e.stop()
+
+
+if __name__ == "__main__":
+    broker.main([
+        (test_bad_cluster_settings, 120),
+        (test_three_brokers_any_bootstrap, 180),
+        (test_consumer_groups_spread_over_coordinators, 240),
+        (test_sigkill_owner_with_s3_faults, 300),
+        (test_paused_owner_is_fenced, 300),
+        (test_rolling_restart_under_load, 400),
+        (test_etcd_down_and_back, 300),
+    ])
