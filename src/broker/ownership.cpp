@@ -152,6 +152,7 @@ runtime::task<void> claim_one(shard* sh0, std::string topic, std::int32_t p) {
     const cluster::claim* cp = &*c;
     co_await runtime::submit_to(core, [target, tp, p, cp] { return install_claim(target, *tp, p, *cp); });
     cr.moving.erase(part_key{topic, p});
+    wake(cr); // the next wave, if the last pass was capped
 }
 
 runtime::task<void> release_one(shard* sh0, std::string topic, std::int32_t p, bool tell_etcd) {
@@ -268,6 +269,11 @@ runtime::task<void> reconcile(shard* sh0) {
     }
     std::sort(to_release.begin(), to_release.end());
     to_release.erase(std::unique(to_release.begin(), to_release.end()), to_release.end());
+    // At most this many etcd transactions and restores start per pass (a broker joining a
+    // cluster of thousands of partitions claims them in waves; each claim wakes the next pass).
+    constexpr std::size_t per_pass = 64;
+    if (to_claim.size() > per_pass) to_claim.resize(per_pass);
+    if (to_release.size() > per_pass) to_release.resize(per_pass);
     for (auto& k : to_claim) cr.moving.insert(k);
     for (auto& k : to_release) cr.moving.insert(k);
     for (auto& k : to_claim) (void)cr.work.spawn(claim_one(sh0, k.first, k.second));
