@@ -228,6 +228,7 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
                           _id.topic, _id.partition);
                 put_span.set("status", "fenced");
                 job->failed = true;
+                job->theirs[which] = true;
                 fence();
                 co_return;
             }
@@ -272,6 +273,29 @@ runtime::task<flush_pipeline::existing> flush_pipeline::compare_existing(const s
     co_return got->data == body ? existing::ours : existing::theirs;
 }
 
+// A fenced job whose one object is ours and the other another owner's would pair them for
+// readers (an index pointing into someone else's segment). Ours goes: what remains is a
+// .kfs without .index (restore rebuilds it from the .kfs) or an orphan .index (ignored).
+runtime::task<void> flush_pipeline::remove_half_pair(flush_job* job) {
+    for (int which = 0; which < 2; ++which) {
+        if (!job->stored[which] || !job->theirs[1 - which]) continue;
+        const std::string key =
+            which == 0 ? segment_key(_cfg.ns, _id, job->base) : index_key(_cfg.ns, _id, job->base);
+        auto st = _gate.stop_token();
+        auto permit = co_await _budget.acquire(io_budget::priority::high, st);
+        if (!permit) co_return;
+        auto r = co_await _store.remove(key, st);
+        permit->release();
+        if (r) {
+            job->stored[which] = false;
+            log::info("{}: removed; its pair under the same base is another owner's", key);
+        } else {
+            log::warn("{}: cannot remove ({}); its pair under the same base is another owner's", key,
+                      r.error().message);
+        }
+    }
+}
+
 runtime::task<void> flush_pipeline::run_job(flush_job* job) {
     if (_cfg.mode == upload_mode::parallel) {
         // The idea skiff is built around: both objects in one round trip.
@@ -280,6 +304,7 @@ runtime::task<void> flush_pipeline::run_job(flush_job* job) {
         co_await upload(job, 0);
         if (!job->failed) co_await upload(job, 1);
     }
+    if (_fenced) co_await remove_half_pair(job);
     if (job->done()) job->commit_span = job->trace.child("commit");
     job->finished = true;
     --_uploading;

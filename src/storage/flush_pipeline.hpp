@@ -66,6 +66,7 @@ struct flush_job {
     bool started = false;
     bool finished = false; // run_job returned (or never ran): nothing points at the job
     bool stored[2] = {false, false}; // kfs, index
+    bool theirs[2] = {false, false}; // another owner's object found under the key
     bool failed = false;
     std::vector<std::shared_ptr<ack_latch>> waiters;
     std::vector<runtime::semaphore::units> memory;
@@ -145,6 +146,7 @@ private:
     runtime::task<existing> compare_existing(const std::string& key, const std::string& body, key_kind kind,
                                              std::stop_token st);
     void drop_idle_jobs();
+    runtime::task<void> remove_half_pair(flush_job* job);
 
     object_store& _store;
     io_budget& _budget;
