@@ -9,9 +9,10 @@
 namespace skiff::storage::detail {
 
 flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
-                               runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed)
+                               runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed,
+                               fenced_fn on_fenced)
     : _store(store), _budget(budget), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats),
-      _on_committed(std::move(on_committed)), _flush_timer([this] { maybe_flush(); }), _upload_backoff(_cfg.retry_base, _cfg.retry_cap) {
+      _on_committed(std::move(on_committed)), _on_fenced(std::move(on_fenced)), _flush_timer([this] { maybe_flush(); }), _upload_backoff(_cfg.retry_base, _cfg.retry_cap) {
     _buffered_g.bind(m.buffered_bytes);
     _uploading_g.bind(m.flushes_in_flight);
 }
@@ -20,12 +21,15 @@ flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const par
 
 void flush_pipeline::start_segment(std::int64_t next_offset, std::size_t set_bytes) {
     _builder.emplace(next_offset, _cfg.index_interval, _cfg.segment_bytes + set_bytes);
+    if (_cfg.leader_epoch) _builder->stamp_leader_epoch(*_cfg.leader_epoch);
     _first_append = clock::now();
 }
 
 result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batch_view> batches,
                                                             std::size_t set_bytes, std::int64_t next_offset,
-                                                            runtime::semaphore::units memory) {
+                                                            runtime::semaphore::units memory,
+                                                            runtime::semaphore::units records) {
+    if (_fenced) return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     // Rotate first if this record set would push the buffer past the segment size.
     if (_builder && !_builder->empty() && _builder->body_bytes() + set_bytes > _cfg.segment_bytes) {
         flush_now();
@@ -54,6 +58,7 @@ result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batc
     out.last_offset = _builder->next_offset() - 1;
     _builder_records += out.last_offset - out.base_offset + 1;
     _builder_memory.push_back(std::move(memory));
+    _builder_memory.push_back(std::move(records));
     _buffered_g.add(static_cast<std::int64_t>(_builder->body_bytes()) - _buffered_g.value());
     return out;
 }
@@ -65,7 +70,7 @@ void flush_pipeline::add_waiter(std::shared_ptr<ack_latch> w) {
 
 // Seals the active buffer into a flush job (objects built once, here).
 void flush_pipeline::seal() {
-    if (!_builder || _builder->empty()) return;
+    if (_fenced || !_builder || _builder->empty()) return;
     auto job = std::make_unique<flush_job>();
     // The flush trace starts here: building the objects is its first step.
     auto trace = metrics::span::root("flush");
@@ -105,6 +110,7 @@ void flush_pipeline::seal() {
 
 // Starts uploads for sealed jobs while the pipelining depth allows.
 void flush_pipeline::pump() {
+    if (_fenced) return;
     for (auto& j : _jobs) {
         if (_uploading >= _cfg.max_inflight_flushes) break;
         if (j->started) continue;
@@ -119,6 +125,7 @@ void flush_pipeline::pump() {
             --_uploading;
             _uploading_g.add(-1);
             j->failed = true;
+            j->finished = true;
         }
     }
 }
@@ -130,7 +137,7 @@ void flush_pipeline::flush_now() {
 
 // Decides whether the active buffer should become a segment now, or arms the timer.
 void flush_pipeline::maybe_flush() {
-    if (!_builder || _builder->empty()) return;
+    if (_fenced || !_builder || _builder->empty()) return;
     const bool size_due = _builder->body_bytes() >= _cfg.segment_bytes ||
                           _builder_records >= static_cast<std::int64_t>(_cfg.segment_records);
     const bool slot_free = _uploading < _cfg.max_inflight_flushes;
@@ -183,9 +190,16 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
             job->failed = true;
             co_return;
         }
+        if (_fenced) {
+            put_span.set("status", "fenced");
+            job->failed = true;
+            co_return;
+        }
         std::span<const char> bytes(body->data(), body->size());
         const auto t0 = _m.now();
-        auto r = co_await _store.put_once(key, bytes, false, st);
+        // If-absent: only the owner that assigned these offsets may write this key. A retry of
+        // an attempt that landed unseen is refused too, and told apart below.
+        auto r = co_await _store.put_once(key, bytes, true, st);
         _m.store_done(store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
         permit->release();
         if (r) {
@@ -196,6 +210,35 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
         }
         put_span.set("status", to_string(r.error().code));
         if (r.error().code == errc::cancelled || st.stop_requested()) {
+            job->failed = true;
+            co_return;
+        }
+        if (r.error().code == errc::precondition_failed) {
+            auto found = co_await compare_existing(key, *body, kind, st);
+            if (found == existing::ours) {
+                ++_stats.upload_already_landed;
+                _m.upload_already_landed.inc();
+                log::info("{}: an earlier attempt had landed (its answer was lost)", key);
+                job->stored[which] = true;
+                put_span.set("status", "already_landed");
+                co_return;
+            }
+            if (found == existing::theirs) {
+                log::warn("{}: another owner's segment is stored under our key; partition {}/{} is fenced", key,
+                          _id.topic, _id.partition);
+                put_span.set("status", "fenced");
+                job->failed = true;
+                job->theirs[which] = true;
+                fence();
+                co_return;
+            }
+            if (st.stop_requested()) {
+                job->failed = true;
+                co_return;
+            }
+            // unknown: the read-back failed; the next attempt asks again.
+        }
+        if (_fenced) {
             job->failed = true;
             co_return;
         }
@@ -212,6 +255,47 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
     }
 }
 
+// What sits under `key` after a PUT refused as "already exists": our own bytes, another
+// owner's, or unknown (the GET failed or the object is gone again; the caller retries).
+runtime::task<flush_pipeline::existing> flush_pipeline::compare_existing(const std::string& key,
+                                                                         const std::string& body, key_kind kind,
+                                                                         std::stop_token st) {
+    auto permit = co_await _budget.acquire(io_budget::priority::high, st);
+    if (!permit) co_return existing::unknown;
+    const auto t0 = _m.now();
+    auto got = co_await _store.get(key, std::nullopt, st);
+    _m.store_done(store_op::get, kind, t0, 0, got ? got->data.size() : 0, got ? nullptr : &got.error());
+    permit->release();
+    if (!got) {
+        log::warn("{}: cannot read back the existing object ({}); retrying", key, got.error().message);
+        co_return existing::unknown;
+    }
+    co_return got->data == body ? existing::ours : existing::theirs;
+}
+
+// A fenced job whose one object is ours and the other another owner's would pair them for
+// readers (an index pointing into someone else's segment). Ours goes: what remains is a
+// .kfs without .index (restore rebuilds it from the .kfs) or an orphan .index (ignored).
+runtime::task<void> flush_pipeline::remove_half_pair(flush_job* job) {
+    for (int which = 0; which < 2; ++which) {
+        if (!job->stored[which] || !job->theirs[1 - which]) continue;
+        const std::string key =
+            which == 0 ? segment_key(_cfg.ns, _id, job->base) : index_key(_cfg.ns, _id, job->base);
+        auto st = _gate.stop_token();
+        auto permit = co_await _budget.acquire(io_budget::priority::high, st);
+        if (!permit) co_return;
+        auto r = co_await _store.remove(key, st);
+        permit->release();
+        if (r) {
+            job->stored[which] = false;
+            log::info("{}: removed; its pair under the same base is another owner's", key);
+        } else {
+            log::warn("{}: cannot remove ({}); its pair under the same base is another owner's", key,
+                      r.error().message);
+        }
+    }
+}
+
 runtime::task<void> flush_pipeline::run_job(flush_job* job) {
     if (_cfg.mode == upload_mode::parallel) {
         // The idea skiff is built around: both objects in one round trip.
@@ -220,7 +304,9 @@ runtime::task<void> flush_pipeline::run_job(flush_job* job) {
         co_await upload(job, 0);
         if (!job->failed) co_await upload(job, 1);
     }
+    if (_fenced) co_await remove_half_pair(job);
     if (job->done()) job->commit_span = job->trace.child("commit");
+    job->finished = true;
     --_uploading;
     _uploading_g.add(-1);
     commit_ready();
@@ -232,6 +318,12 @@ runtime::task<void> flush_pipeline::run_job(flush_job* job) {
 
 // Commits finished jobs strictly in offset order and acknowledges their producers.
 void flush_pipeline::commit_ready() {
+    if (_fenced) {
+        // Nothing is committed once fenced, not even our own segments that landed: the new
+        // owner restored without them and does not serve them.
+        drop_idle_jobs();
+        return;
+    }
     while (!_jobs.empty()) {
         auto& j = *_jobs.front();
         if (j.done()) {
@@ -274,6 +366,38 @@ void flush_pipeline::abandon_jobs() {
         abandon(*j);
     }
     _jobs.clear();
+}
+
+// Jobs whose uploads are not running go; a running one keeps its job (it holds a pointer)
+// until run_job returns and calls commit_ready again.
+void flush_pipeline::drop_idle_jobs() {
+    std::erase_if(_jobs, [this](const std::unique_ptr<flush_job>& j) {
+        if (j->started && !j->finished) return false;
+        abandon(*j);
+        return true;
+    });
+}
+
+void flush_pipeline::fence() {
+    if (_fenced) return;
+    _fenced = true;
+    _m.fences.inc();
+    _flush_timer.cancel();
+    for (auto& j : _jobs) {
+        for (auto& w : j->waiters) w->set(ack_outcome{append_errc::fenced, {}});
+        j->waiters.clear();
+    }
+    for (auto& w : _builder_waiters) w->set(ack_outcome{append_errc::fenced, {}});
+    _builder_waiters.clear();
+    // The buffered data was never uploaded and never will be.
+    _builder.reset();
+    _builder_memory.clear();
+    _builder_records = 0;
+    _first_append.reset();
+    _first_waiter.reset();
+    _buffered_g.clear();
+    drop_idle_jobs();
+    if (_on_fenced) _on_fenced();
 }
 
 void flush_pipeline::abandon_all() {

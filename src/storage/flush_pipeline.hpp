@@ -9,6 +9,11 @@
 // log hears of it through on_committed(job) — it moves the high watermark and serves the
 // segment to readers — and then the job's producers are acknowledged.
 //
+// Fencing. Every object is put if-absent: a segment's key is only ever written by the owner
+// that assigned its offsets. An attempt refused because the key exists reads the object back:
+// our own bytes (an earlier attempt landed, its answer was lost) count as stored; anything
+// else means another owner took the partition, and the pipeline is fenced (fence()).
+//
 // Private to src/storage. One core, like the log that owns it.
 #pragma once
 
@@ -42,7 +47,7 @@
 namespace skiff::storage::detail {
 
 // How a durable append ends: committed (no error; `flush` is the root span of the flush that
-// carried it, when it was traced), or shutting_down. Timeouts and stops are the waiter's own
+// carried it, when it was traced), shutting_down or fenced. Timeouts and stops are the waiter's own
 // outcome (oneshot::wait), so a late commit never turns them into success.
 struct ack_outcome {
     std::optional<append_errc> error;
@@ -59,7 +64,9 @@ struct flush_job {
     std::shared_ptr<const std::string> kfs;
     std::shared_ptr<const std::string> index;
     bool started = false;
+    bool finished = false; // run_job returned (or never ran): nothing points at the job
     bool stored[2] = {false, false}; // kfs, index
+    bool theirs[2] = {false, false}; // another owner's object found under the key
     bool failed = false;
     std::vector<std::shared_ptr<ack_latch>> waiters;
     std::vector<runtime::semaphore::units> memory;
@@ -81,10 +88,13 @@ struct buffered_range {
 class flush_pipeline {
 public:
     using commit_fn = std::function<void(const flush_job&)>;
+    using fenced_fn = std::function<void()>;
 
     // `gate` runs the uploads and stops them at close; `stats` gets flushes, bytes and retries.
+    // on_fenced is called once, from inside an upload, after fence() did its work.
     flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
-                   runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed);
+                   runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed,
+                   fenced_fn on_fenced);
     flush_pipeline(const flush_pipeline&) = delete;
     flush_pipeline& operator=(const flush_pipeline&) = delete;
 
@@ -92,9 +102,11 @@ public:
     // `next_offset` when there is none, or when the set would push the active one past the
     // segment size or the format's limits (a set is never split across segments, so a failed
     // request leaves nothing behind for a retry to duplicate). `memory` is held until the
-    // data is committed. Errors: corrupt_message when the segment format refuses a batch.
+    // data is committed; so are `records` (units of the pending-records bound). Errors:
+    // corrupt_message when the segment format refuses a batch.
     result<buffered_range, append_error> buffer(std::span<const batch_view> batches, std::size_t set_bytes,
-                                                std::int64_t next_offset, runtime::semaphore::units memory);
+                                                std::int64_t next_offset, runtime::semaphore::units memory,
+                                                runtime::semaphore::units records);
     // The producer of the set just buffered waits for it (ack_mode::durable).
     void add_waiter(std::shared_ptr<ack_latch> w);
     // Seals the active segment now if a size, age or linger trigger says so (always when
@@ -108,6 +120,12 @@ public:
     void stop_timer() noexcept { _flush_timer.cancel(); }
     // After the gate closed: every producer still waiting is told shutting_down.
     void abandon_all();
+
+    // Another owner's object sits under one of our keys: fail every producer still waiting
+    // (append_errc::fenced), drop what is buffered and never start another upload. Uploads
+    // already running stop after their current attempt; nothing is committed any more.
+    void fence();
+    bool fenced() const noexcept { return _fenced; }
 
     bool idle() const noexcept { return _jobs.empty(); }
     int uploading() const noexcept { return _uploading; }
@@ -124,6 +142,11 @@ private:
     void abandon(flush_job& j) noexcept;
     void abandon_jobs();
     void start_segment(std::int64_t next_offset, std::size_t set_bytes);
+    enum class existing : std::uint8_t { ours, theirs, unknown };
+    runtime::task<existing> compare_existing(const std::string& key, const std::string& body, key_kind kind,
+                                             std::stop_token st);
+    void drop_idle_jobs();
+    runtime::task<void> remove_half_pair(flush_job* job);
 
     object_store& _store;
     io_budget& _budget;
@@ -133,6 +156,7 @@ private:
     log_instruments& _m;
     log_stats& _stats;
     commit_fn _on_committed;
+    fenced_fn _on_fenced;
 
     // The active segment: appends copy their batches straight into the bytes that will
     // become the .kfs.
@@ -146,6 +170,7 @@ private:
     std::deque<std::unique_ptr<flush_job>> _jobs; // sealed, in offset order
     int _uploading = 0;
     bool _closing = false;
+    bool _fenced = false;
     runtime::timer _flush_timer;
     full_jitter_backoff _upload_backoff; // upload()'s delays, one generator per partition
     gauge_share _buffered_g, _uploading_g;

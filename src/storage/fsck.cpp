@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -110,7 +111,8 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                 }
             }
             if (expected_next >= 0 && base > expected_next) fp.gaps.push_back({expected_next, base - 1});
-            expected_next = fs.last + 1;
+            if (expected_next >= 0 && base < expected_next) fp.overlaps.push_back({base, expected_next - 1});
+            expected_next = std::max(expected_next, fs.last + 1);
             fp.segments.push_back(fs);
         }
         report.partitions.push_back(std::move(fp));
@@ -128,7 +130,12 @@ std::string format_fsck_report(const fsck_report& r, const std::string& where) {
                            p.clean() ? ", clean" : "");
         for (auto b : p.orphan_kfs) out += fmt::format("  orphan .kfs (no .index): segment {}\n", b);
         for (auto b : p.orphan_index) out += fmt::format("  orphan .index (no .kfs): segment {}\n", b);
-        for (auto& g : p.gaps) out += fmt::format("  gap: offsets {}..{} are in no segment\n", g.first, g.last);
+        for (auto& g : p.gaps) {
+            out += fmt::format("  gap (warning): offsets {}..{} are in no segment; readers skip them\n", g.first, g.last);
+        }
+        for (auto& o : p.overlaps) {
+            out += fmt::format("  overlap: offsets {}..{} are in more than one segment\n", o.first, o.last);
+        }
         for (auto& c : p.corrupt) out += fmt::format("  corrupt: {}\n", c);
         for (auto b : p.repaired) out += fmt::format("  repaired: rebuilt the index of segment {}\n", b);
     }

@@ -46,6 +46,12 @@ log_instruments log_instruments::make() {
                                       "Segment uploads the log sent again after a failed PUT.", {{"kind", "kfs"}});
     m.upload_retries[1] = reg.counter("skiff_flush_upload_retries_total",
                                       "Segment uploads the log sent again after a failed PUT.", {{"kind", "index"}});
+    m.upload_already_landed =
+        reg.counter("skiff_flush_upload_already_landed_total",
+                    "Segment PUTs refused as already existing where the object held our own bytes (an earlier "
+                    "attempt landed, its answer was lost).");
+    m.fences = reg.counter("skiff_partition_fenced_total",
+                           "Partition logs that found another owner's object under one of their keys and stopped.");
     m.flush_duration = reg.histogram("skiff_flush_duration_seconds",
                                      "From the start of a segment's upload to its commit (both PUTs, retries, "
                                      "waiting for earlier segments).",

@@ -59,6 +59,7 @@ struct log_instruments {
     metrics::counter flushes, flush_records, flush_failures;
     std::array<metrics::counter, 2> flush_bytes;    // kfs, index
     std::array<metrics::counter, 2> upload_retries; // kfs, index
+    metrics::counter upload_already_landed, fences;
     metrics::histogram flush_duration, flush_size;
     metrics::gauge flushes_in_flight;
 

@@ -45,7 +45,7 @@ struct durable_callback {
 struct partition_log::state {
     state(object_store& st, io_budget& b, partition_id i, log_config c)
         : store(st), budget(b), id(std::move(i)), cfg(std::move(c)), memory(cfg.max_pending_bytes, "log-memory"),
-          m(detail::log_instruments::make()) {
+          records(std::max<std::size_t>(cfg.max_pending_records, 1), "log-records"), m(detail::log_instruments::make()) {
         if (!cfg.wall_ms) {
             cfg.wall_ms = [] {
                 return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -62,9 +62,13 @@ struct partition_log::state {
     log_config cfg;
     runtime::gate gate{"partition-log"};
     runtime::semaphore memory;
+    runtime::semaphore records; // offsets buffered + in flight (max_pending_records)
 
     std::int64_t next_offset = 0;
     std::int64_t hwm = 0;
+    // The end of what was appended here (flush() waits for it). Below next_offset only
+    // while a takeover gap is still unused.
+    std::int64_t appended_end = 0;
     std::int64_t log_start = 0;
 
     std::vector<data_waiter> data_waiters;
@@ -73,13 +77,16 @@ struct partition_log::state {
     restore_report report;
     log_stats stats;
     bool closing = false;
+    bool fenced = false;
+    std::function<void()> on_fenced;
 
     // Metrics (inert when metrics were off at open); the parts below hold shares of its
     // gauges. The partition's own callback gauges are the last members (removed first).
     detail::log_instruments m;
     detail::segment_cache cache{store, budget, id, cfg, gate, m, stats};
     detail::flush_pipeline pipeline{store, budget, id, cfg, gate, m, stats,
-                                    [this](const detail::flush_job& j) { on_committed(j); }};
+                                    [this](const detail::flush_job& j) { on_committed(j); },
+                                    [this] { on_pipeline_fenced(); }};
     metrics::span_context restore_ctx;
     metrics::registration hwm_reg, start_reg;
 
@@ -137,6 +144,18 @@ struct partition_log::state {
         for (auto& c : due) c.fn(true);
     }
 
+    // The pipeline found another owner's object under our key (it already failed its
+    // producers). Appends waiting for room fail too; nothing pending will become durable.
+    void on_pipeline_fenced() {
+        fenced = true;
+        memory.broken();
+        records.broken();
+        fail_durable();
+        log::warn("partition {}/{} is fenced: another owner writes it; appends fail until it is reopened", id.topic,
+                  id.partition);
+        if (on_fenced) on_fenced();
+    }
+
     // The log closes: whoever still waits is told its data did not become durable here.
     void fail_durable() {
         auto all = std::exchange(durable_callbacks, {});
@@ -160,7 +179,7 @@ void partition_log::on_durable(std::int64_t offset, std::function<void(bool dura
         fn(true);
         return;
     }
-    if (s.closing && s.gate.is_closed()) {
+    if (s.fenced || (s.closing && s.gate.is_closed())) {
         fn(false);
         return;
     }
@@ -179,8 +198,12 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
         co_return failure{std::move(r).error()};
     }
     s->cache.adopt(std::move(r->segments));
-    s->next_offset = r->next_offset;
+    // The gap: offsets a deposed owner may still upload segments at stay unused here. The
+    // high watermark stays at what is committed, so readers wait at it instead of polling
+    // an empty range.
+    s->next_offset = r->next_offset + std::max<std::int64_t>(s->cfg.takeover_gap, 0);
     s->hwm = r->next_offset;
+    s->appended_end = r->next_offset;
     s->log_start = r->log_start;
     s->report = r->report;
     s->restore_ctx = r->trace;
@@ -209,14 +232,15 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
     const auto& rep = s->report;
     log::emit(rep.segments || rep.orphan_kfs || rep.orphan_index || rep.corrupt ? log::level::info : log::level::debug,
               "restored partition {}/{} from {}: {} segments, next offset {}, {} orphan .kfs, {} orphan .index, "
-              "{} corrupt, {} list pages",
+              "{} corrupt, {} list pages; new data from offset {}",
               s->id.topic, s->id.partition, store.describe(), rep.segments, rep.next_offset, rep.orphan_kfs,
-              rep.orphan_index, rep.corrupt, rep.list_pages);
+              rep.orphan_index, rep.corrupt, rep.list_pages, s->next_offset);
     co_return std::unique_ptr<partition_log>(new partition_log(std::move(s)));
 }
 
 runtime::task<result<append_result, append_error>> partition_log::append(std::span<const char> record_set,
                                                                          ack_mode acks, std::stop_token st) {
+    if (_s->fenced) co_return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     if (_s->closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
     auto batches = split_batches(record_set);
     if (!batches) {
@@ -232,27 +256,39 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
 runtime::task<result<append_result, append_error>> partition_log::append(std::span<const batch_view> batches,
                                                                          ack_mode acks, std::stop_token st) {
     auto& s = *_s;
+    if (s.fenced) co_return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
     if (batches.empty()) co_return failure{append_error(append_errc::corrupt_message, "empty record set")};
     std::size_t set_bytes = 0;
-    for (const auto& b : batches) set_bytes += b.size();
+    std::size_t set_offsets = 0;
+    for (const auto& b : batches) {
+        set_bytes += b.size();
+        set_offsets += static_cast<std::size_t>(b.last_offset_delta) + 1;
+    }
+    auto no_room = [&s](const std::error_code& e) {
+        if (runtime::is_cancelled(e)) return append_error(append_errc::cancelled, "no room for the append");
+        if (s.fenced) return append_error(append_errc::fenced, "the partition log is fenced");
+        return append_error(append_errc::shutting_down, "no room for the append");
+    };
 
-    // Memory bound: buffered + in flight. At the bound the producer waits here.
+    // Memory and offset bounds: buffered + in flight. At a bound the producer waits here.
+    // A set larger than a bound waits until nothing else is pending.
     const std::size_t need = std::min(set_bytes, s.cfg.max_pending_bytes);
     auto units = co_await s.memory.acquire(need, st);
-    if (!units) {
-        co_return failure{append_error(runtime::is_cancelled(units.error()) ? append_errc::cancelled
-                                                                             : append_errc::shutting_down,
-                                       "no room for the append")};
-    }
+    if (!units) co_return failure{no_room(units.error())};
+    const std::size_t need_offsets = std::min(set_offsets, s.records.capacity());
+    auto offset_units = co_await s.records.acquire(need_offsets, st);
+    if (!offset_units) co_return failure{no_room(offset_units.error())};
+    if (s.fenced) co_return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
 
-    auto range = s.pipeline.buffer(batches, set_bytes, s.next_offset, std::move(*units));
+    auto range = s.pipeline.buffer(batches, set_bytes, s.next_offset, std::move(*units), std::move(*offset_units));
     if (!range) co_return failure{std::move(range).error()};
     append_result out;
     out.base_offset = range->base_offset;
     out.last_offset = range->last_offset;
     s.next_offset = out.last_offset + 1;
+    s.appended_end = s.next_offset;
     ++s.stats.appends;
     s.stats.appended_records += static_cast<std::uint64_t>(out.last_offset - out.base_offset + 1);
     s.m.appends.inc();
@@ -356,10 +392,10 @@ runtime::task<bool> partition_log::wait_for_data(std::int64_t offset, std::chron
 
 runtime::task<void> partition_log::flush() {
     auto& s = *_s;
-    const std::int64_t target = s.next_offset;
-    if (s.hwm >= target) co_return;
+    const std::int64_t target = s.appended_end;
+    if (s.hwm >= target || s.fenced) co_return;
     s.pipeline.flush_now();
-    while (s.hwm < target && !(s.closing && s.pipeline.idle())) {
+    while (s.hwm < target && !s.fenced && !(s.closing && s.pipeline.idle())) {
         auto ok = co_await wait_for_data(target - 1, std::chrono::milliseconds(1000), s.gate.stop_token());
         if (!ok && s.gate.stop_token().stop_requested()) co_return;
     }
@@ -395,6 +431,8 @@ runtime::task<void> partition_log::close() {
 std::int64_t partition_log::high_watermark() const noexcept { return _s->hwm; }
 std::int64_t partition_log::log_start_offset() const noexcept { return _s->log_start; }
 std::int64_t partition_log::next_offset() const noexcept { return _s->next_offset; }
+bool partition_log::fenced() const noexcept { return _s->fenced; }
+void partition_log::on_fenced(std::function<void()> fn) { _s->on_fenced = std::move(fn); }
 const restore_report& partition_log::restored() const noexcept { return _s->report; }
 const partition_id& partition_log::id() const noexcept { return _s->id; }
 

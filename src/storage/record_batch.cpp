@@ -175,6 +175,11 @@ void set_base_offset(std::span<char> batch, std::int64_t base) noexcept {
     be::write_i64(batch.data() + batch_field::base_offset, base);
 }
 
+void set_partition_leader_epoch(std::span<char> batch, std::int32_t epoch) noexcept {
+    if (batch.size() < batch_field::partition_leader_epoch + 4) return;
+    be::write_i32(batch.data() + batch_field::partition_leader_epoch, epoch);
+}
+
 // ---- records ----------------------------------------------------------------------------
 
 namespace {

@@ -339,6 +339,7 @@ result<std::int64_t, format_error> segment_builder::append(std::span<const char>
     char* dst = _buf.data() + pos;
     // The assigned offset goes into the copy, never into the caller's bytes.
     set_base_offset(std::span<char>(dst, in.size()), base);
+    if (_leader_epoch) set_partition_leader_epoch(std::span<char>(dst, in.size()), *_leader_epoch);
     _crc = crc32c(dst, in.size(), _crc);
     _count += records;
     ++_batches;

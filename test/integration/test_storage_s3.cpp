@@ -145,8 +145,15 @@ TEST_CASE("partition log on S3: .index PUTs are reset, .kfs PUTs succeed", "[int
 }
 
 TEST_CASE("partition log on S3: both fail, answers lost after being applied", "[integration][storage]") {
+    using skiff::test::counter_value;
+    const auto landed0 = counter_value("skiff_flush_upload_already_landed_total", {});
+    const auto fenced0 = counter_value("skiff_partition_fenced_total", {});
     run_task(scenario("lost-answers", "fail-mode=500&fail-match=%5EPUT&fail-next=5&fail-rate=0&fail-when=after",
                       upload_mode::sequential));
+    // The retries are If-None-Match PUTs refused with 412; reading the object back shows our
+    // own bytes: landed, not fenced.
+    CHECK(counter_value("skiff_flush_upload_already_landed_total", {}) - landed0 >= 1);
+    CHECK(counter_value("skiff_partition_fenced_total", {}) == fenced0);
 }
 
 TEST_CASE("partition log on S3: an outage times appends out; the data lands after it", "[integration][storage]") {

@@ -2,10 +2,15 @@
 // footer per partition), fsck reads every segment and index: it is an operator's tool.
 //
 // Per partition it reports the segments with their offset ranges, .kfs without .index,
-// .index without .kfs, offset gaps between segments, and corrupt objects (a .kfs that does
-// not decode — wrong header, footer, CRC or framing — or an .index that does not fit its
-// segment). With repair, missing or unusable indexes are rebuilt from their segments and
-// uploaded.
+// .index without .kfs, offset gaps between segments, overlapping segments, and corrupt
+// objects (a .kfs that does not decode — wrong header, footer, CRC or framing — or an .index
+// that does not fit its segment). With repair, missing or unusable indexes are rebuilt from
+// their segments and uploaded.
+//
+// Gaps are warnings, not problems: a takeover leaves offsets unused on purpose, and a
+// deposed owner's late segment may land inside such a gap (docs/cluster.md, "Storage");
+// readers skip them. Overlaps are problems: an offset in two segments could be read with
+// two different contents.
 #pragma once
 
 #include <skiff/core/result.hpp>
@@ -36,11 +41,12 @@ struct fsck_partition {
     std::vector<fsck_segment> segments;        // valid ones, by base offset
     std::vector<std::int64_t> orphan_kfs;      // .kfs without .index (bases)
     std::vector<std::int64_t> orphan_index;    // .index without .kfs (bases)
-    std::vector<fsck_gap> gaps;
+    std::vector<fsck_gap> gaps;                // warnings: clean() ignores them
+    std::vector<fsck_gap> overlaps;            // offsets claimed by two segments
     std::vector<std::string> corrupt;          // one sentence per corrupt object
     std::vector<std::int64_t> repaired;        // indexes rebuilt and uploaded
     bool clean() const noexcept {
-        return orphan_kfs.empty() && orphan_index.empty() && gaps.empty() && corrupt.empty();
+        return orphan_kfs.empty() && orphan_index.empty() && overlaps.empty() && corrupt.empty();
     }
 };
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace skiff::storage {
@@ -27,6 +28,16 @@ struct log_config {
     upload_mode mode = upload_mode::parallel;
     int index_interval = 100;
     std::size_t max_pending_bytes = 64 << 20;  // buffered + in flight; appends wait beyond
+    // Offsets buffered + in flight; appends wait beyond. It bounds the offsets a deposed
+    // owner may still write after a takeover (docs/cluster.md, "Storage").
+    std::size_t max_pending_records = std::size_t{1} << 20;
+    // Cluster mode. Set: every appended batch's partitionLeaderEpoch is overwritten with it,
+    // as a Kafka leader does. Unset: batches are stored as the producer sent them.
+    std::optional<std::int32_t> leader_epoch;
+    // Offsets skipped at open: new data starts at the restored next offset + this, so that
+    // segments a deposed owner may still upload land where this log never writes. Larger
+    // than max_pending_records after an unclean takeover; 0 otherwise.
+    std::int64_t takeover_gap = 0;
     std::chrono::milliseconds append_timeout{30000};
     std::chrono::milliseconds retry_base{20};
     std::chrono::milliseconds retry_cap{2000};
@@ -44,6 +55,10 @@ enum class append_errc {
     timed_out,           // not durable within append_timeout; retriable (REQUEST_TIMED_OUT)
     shutting_down,       // the log is closing; retriable (NOT_LEADER-like)
     cancelled,
+    // Another owner wrote where this log was going to: it was deposed. Nothing it had not
+    // acknowledged yet will be; retriable once the new owner serves the partition
+    // (NOT_LEADER_OR_FOLLOWER).
+    fenced,
 };
 
 struct append_error {
@@ -92,6 +107,9 @@ struct log_stats {
     std::uint64_t flushes = 0;
     std::uint64_t flushed_bytes = 0;
     std::uint64_t upload_retries = 0;
+    // A PUT refused as "already exists" whose stored bytes were ours: an earlier attempt
+    // landed but its answer was lost.
+    std::uint64_t upload_already_landed = 0;
     std::uint64_t timed_out_appends = 0;
     std::uint64_t cache_hits = 0;
     std::uint64_t cache_misses = 0;

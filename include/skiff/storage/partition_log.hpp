@@ -14,6 +14,13 @@
 // not inside a committed segment. Memory held by unflushed and in-flight data is bounded; at
 // the bound, appends wait.
 //
+// Cluster mode (docs/cluster.md, "Storage"). Segment objects are put if-absent. Finding
+// another owner's object under one of our keys fences the log: pending and later appends fail
+// with append_errc::fenced, no further flush starts or commits, reads go on over what was
+// committed. The owner hears of it through on_fenced() and reopens the partition. Batches
+// carry log_config::leader_epoch when set; log_config::takeover_gap leaves offsets unused at
+// open for a deposed owner's late uploads to land in.
+//
 // Read path. read() serves batches from the segment holding the offset onward, across
 // segment boundaries, up to max_bytes and the high watermark. Recently committed segments are
 // served from memory; older ones through range GETs from the index position (or by walking
@@ -102,7 +109,15 @@ public:
 
     std::int64_t high_watermark() const noexcept;
     std::int64_t log_start_offset() const noexcept;
+    // The offset the next appended record gets: after a takeover gap, above the high watermark
+    // until the first commit.
     std::int64_t next_offset() const noexcept;
+    // Another owner wrote one of this log's segment keys (see "Cluster mode" above). Final.
+    bool fenced() const noexcept;
+    // Called once, on this core, when the log becomes fenced, from inside an upload: it must
+    // not call back into the log synchronously (close() it from a task). Replaces an earlier
+    // callback; empty to stop.
+    void on_fenced(std::function<void()> fn);
     const restore_report& restored() const noexcept;
     log_stats stats() const noexcept;
     const partition_id& id() const noexcept;

@@ -153,6 +153,9 @@ result<std::vector<batch_view>, format_error> split_batches(std::span<const char
 // Overwrites bytes 0..7 (baseOffset) in place with `base`, big-endian. The batch CRC starts at
 // byte 21 and stays valid. Does nothing on a span shorter than 8 bytes.
 void set_base_offset(std::span<char> batch, std::int64_t base) noexcept;
+// Overwrites a batch's partitionLeaderEpoch (bytes 12..15), as a Kafka leader does on append.
+// Like the base offset, the field is outside the batch CRC, which stays valid.
+void set_partition_leader_epoch(std::span<char> batch, std::int32_t epoch) noexcept;
 
 // ---- records (uncompressed batches only) ------------------------------------------------
 

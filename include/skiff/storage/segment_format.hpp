@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -161,6 +162,10 @@ public:
     explicit segment_builder(std::int64_t base_offset, std::int32_t index_interval = default_index_interval,
                              std::size_t expected_body_bytes = 0);
 
+    // From now on every appended batch's partitionLeaderEpoch is set to `epoch` (in the
+    // copy). Without it the field is stored as the producer sent it.
+    void stamp_leader_epoch(std::int32_t epoch) noexcept { _leader_epoch = epoch; }
+
     // Appends one batch (a batch_view from split_batches, or any bytes of exactly one v2
     // batch; the batch CRC is not re-checked). Returns the base offset assigned to it; the
     // next batch gets returned + lastOffsetDelta + 1, as in KafScale's log.go. Fails, leaving
@@ -198,6 +203,7 @@ private:
     std::int64_t _min_ts = -1;
     std::int64_t _max_ts = -1;
     std::int64_t _last = -1;
+    std::optional<std::int32_t> _leader_epoch;
 };
 
 } // namespace skiff::storage

@@ -31,6 +31,7 @@ std::int16_t append_error_code(storage::append_errc c) {
     case storage::append_errc::timed_out: return kerr::request_timed_out;
     case storage::append_errc::shutting_down: return kerr::not_leader_or_follower;
     case storage::append_errc::cancelled: return kerr::request_timed_out;
+    case storage::append_errc::fenced: return kerr::not_leader_or_follower;
     }
     return kerr::unknown_server_error;
 }

@@ -57,7 +57,7 @@ TEST_CASE("fsck finds orphans, gaps and corrupt objects, and repair rebuilds ind
         CHECK_FALSE(r->clean());
         auto text = format_fsck_report(*r, "mem://");
         CHECK_THAT(text, Catch::Contains("orphan .kfs (no .index): segment 5"));
-        CHECK_THAT(text, Catch::Contains("gap: offsets 10..19"));
+        CHECK_THAT(text, Catch::Contains("gap (warning): offsets 10..19"));
 
         auto fixed = co_await fsck(store, "default", true);
         REQUIRE(fixed.has_value());
@@ -68,4 +68,33 @@ TEST_CASE("fsck finds orphans, gaps and corrupt objects, and repair rebuilds ind
     };
     run_task(t(bucket));
     CHECK(bucket->objects.count(index_key("default", p0, 5)) == 1);
+}
+
+TEST_CASE("fsck: gaps are warnings, overlapping segments are problems", "[storage][fsck]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    partition_id gapped("t", 0), overlapping("t", 1);
+    put_segment(*bucket, gapped, 0, 5);
+    put_segment(*bucket, gapped, 100, 5); // a takeover gap: 5..99
+    put_segment(*bucket, overlapping, 0, 5);
+    put_segment(*bucket, overlapping, 3, 5); // 3..4 twice
+
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        memory_store store(b);
+        auto r = co_await fsck(store, "default", false);
+        REQUIRE(r.has_value());
+        REQUIRE(r->partitions.size() == 2);
+        auto& g = r->partitions[0];
+        REQUIRE(g.gaps.size() == 1);
+        CHECK(g.gaps[0].first == 5);
+        CHECK(g.gaps[0].last == 99);
+        CHECK(g.clean());
+        auto& o = r->partitions[1];
+        REQUIRE(o.overlaps.size() == 1);
+        CHECK(o.overlaps[0].first == 3);
+        CHECK(o.overlaps[0].last == 4);
+        CHECK_FALSE(o.clean());
+        CHECK_FALSE(r->clean());
+        CHECK_THAT(format_fsck_report(*r, "mem://"), Catch::Contains("overlap: offsets 3..4"));
+    };
+    run_task(t(bucket));
 }
