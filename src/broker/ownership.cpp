@@ -118,8 +118,11 @@ runtime::task<handed_over> retire_claim(shard* sh, std::string topic, std::int32
     sh->parts.erase(it);
     slot->released = true;
     co_await slot->log->close();
+    // Clean when nothing is left unstored (the offsets may end past the high watermark after
+    // a takeover gap; the next owner continues from next_offset either way).
+    const auto st = slot->log->stats();
     out.next_offset = slot->log->next_offset();
-    out.clean = slot->log->high_watermark() == slot->log->next_offset();
+    out.clean = !slot->log->fenced() && st.pending_bytes == 0 && st.buffered_bytes == 0 && st.inflight_flushes == 0;
     sh->retired.push_back(std::move(slot)); // requests inside it still hold a pointer
     co_return out;
 }

@@ -46,6 +46,7 @@ storage::log_config log_config_for(const shard& sh, const cluster::claim* claim)
         // takeover the offsets continue past a gap the deposed owner's late uploads cannot cross.
         c.leader_epoch = claim->epoch;
         if (!claim->previous.clean) c.takeover_gap = sh.cfg().takeover_gap;
+        else c.min_next_offset = std::max<std::int64_t>(claim->previous.next_offset, 0);
         // What this owner may have in flight if it is deposed stays inside the next one's gap.
         c.max_pending_records =
             std::min<std::size_t>(c.max_pending_records, static_cast<std::size_t>(sh.cfg().takeover_gap / 2));
@@ -119,9 +120,24 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
         slot->log = std::move(*opened);
         slot->epoch = epoch;
         auto* raw = slot.get();
+        // Another owner wrote where this log was about to: drop it, so the next request
+        // restores the partition again (and sees what the other owner wrote), or finds it is
+        // no longer ours.
+        raw->log->on_fenced([shp = &sh, key, raw] { (void)shp->background.spawn(drop_fenced(shp, key, raw)); });
         sh.parts.emplace(key, std::move(slot));
         co_return raw;
     }
+}
+
+runtime::task<void> drop_fenced(shard* sh, std::pair<std::string, std::int32_t> key, partition_slot* slot) {
+    auto it = sh->parts.find(key);
+    if (it == sh->parts.end() || it->second.get() != slot) co_return;
+    log::warn("partition {}/{}: fenced by another writer; reopening it", key.first, key.second);
+    auto owned = std::move(it->second);
+    sh->parts.erase(it);
+    owned->released = true;
+    co_await owned->log->close();
+    sh->retired.push_back(std::move(owned));
 }
 
 runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition) {

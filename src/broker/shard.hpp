@@ -165,6 +165,9 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 
+// Retires `slot` (still under `key` on this core) after its log was fenced.
+runtime::task<void> drop_fenced(shard* sh, std::pair<std::string, std::int32_t> key, partition_slot* slot);
+
 // The owning core's partition, or the Kafka error a request for it gets: unknown partition,
 // or a restore that failed (retriable; NOT_LEADER while shutting down). Completes without
 // suspending when the partition is open, which the produce ordering relies on (routing.hpp).

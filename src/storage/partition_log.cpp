@@ -201,7 +201,7 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
     // The gap: offsets a deposed owner may still upload segments at stay unused here. The
     // high watermark stays at what is committed, so readers wait at it instead of polling
     // an empty range.
-    s->next_offset = r->next_offset + std::max<std::int64_t>(s->cfg.takeover_gap, 0);
+    s->next_offset = std::max(r->next_offset + std::max<std::int64_t>(s->cfg.takeover_gap, 0), s->cfg.min_next_offset);
     s->hwm = r->next_offset;
     s->appended_end = r->next_offset;
     s->log_start = r->log_start;

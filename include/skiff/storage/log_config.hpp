@@ -38,6 +38,10 @@ struct log_config {
     // segments a deposed owner may still upload land where this log never writes. Larger
     // than max_pending_records after an unclean takeover; 0 otherwise.
     std::int64_t takeover_gap = 0;
+    // New data starts at least here: a clean hand-over passes on where the previous owner's
+    // offsets ended, which lies past the restored end when that owner itself started after a
+    // gap and never committed (docs/cluster.md).
+    std::int64_t min_next_offset = 0;
     std::chrono::milliseconds append_timeout{30000};
     std::chrono::milliseconds retry_base{20};
     std::chrono::milliseconds retry_cap{2000};
