@@ -268,7 +268,12 @@ result<std::chrono::seconds, error> parse_keepalive(const json& j) {
 result<std::vector<event>, error> parse_watch_message(const json& j) {
     if (j.is_object()) {
         if (auto it = j.find("error"); it != j.end()) {
-            return failure{classify_failure(0, it->dump(), "watch")};
+            // grpc-gateway's stream error: {"error": {"grpc_code": N, "http_code": N, "message": ...}}.
+            int status = 0;
+            if (it->is_object()) {
+                if (auto h = it->find("http_code"); h != it->end() && h->is_number_integer()) status = h->get<int>();
+            }
+            return failure{classify_failure(status, it->dump(), "watch")};
         }
     }
     bool ended = false;
@@ -314,6 +319,7 @@ error classify_failure(int status, std::string_view body, std::string_view what)
             if (auto it = j.find("message"); it != j.end() && it->is_string()) msg = it->get<std::string>();
             else if (auto e = j.find("error"); e != j.end() && e->is_string()) msg = e->get<std::string>();
             if (auto it = j.find("code"); it != j.end() && it->is_number_integer()) code = it->get<std::int64_t>();
+            else if (auto g = j.find("grpc_code"); g != j.end() && g->is_number_integer()) code = g->get<std::int64_t>();
         }
     } catch (const std::exception&) {
         msg = std::string(body);
