@@ -65,7 +65,7 @@ std::uint16_t unused_port() {
 }
 
 std::unique_ptr<etcd_process> etcd_process::start() {
-    const auto bin = find_etcd();
+    auto bin = find_etcd();
     if (bin.empty()) {
         FAIL("etcd is not installed: apt-get install etcd-server (tools/install-deps.sh does), or set SKIFF_ETCD");
     }
@@ -73,16 +73,27 @@ std::unique_ptr<etcd_process> etcd_process::start() {
     char tmpl[] = "/tmp/skiff-etcd-XXXXXX";
     REQUIRE(::mkdtemp(tmpl) != nullptr);
     p->_dir = tmpl;
-    const auto client = unused_port();
-    const auto peer = unused_port();
-    p->_url = fmt::format("http://127.0.0.1:{}", client);
-    const auto peer_url = fmt::format("http://127.0.0.1:{}", peer);
+    p->_bin = std::move(bin);
+    p->_client_port = unused_port();
+    p->_peer_port = unused_port();
+    p->_url = fmt::format("http://127.0.0.1:{}", p->_client_port);
+    p->spawn();
+    return p;
+}
+
+void etcd_process::restart() {
+    kill();
+    spawn();
+}
+
+void etcd_process::spawn() {
+    const auto peer_url = fmt::format("http://127.0.0.1:{}", _peer_port);
     const std::vector<std::string> args{
-        bin,
+        _bin,
         "--name", "default",
-        "--data-dir", p->_dir + "/data",
-        "--listen-client-urls", p->_url,
-        "--advertise-client-urls", p->_url,
+        "--data-dir", _dir + "/data",
+        "--listen-client-urls", _url,
+        "--advertise-client-urls", _url,
         "--listen-peer-urls", peer_url,
         "--initial-advertise-peer-urls", peer_url,
         "--initial-cluster", "default=" + peer_url,
@@ -93,14 +104,14 @@ std::unique_ptr<etcd_process> etcd_process::start() {
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    const auto log = p->_dir + "/etcd.log";
+    const auto log = _dir + "/etcd.log";
 
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         // Dies with the test process, even when that one crashes.
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             ::dup2(fd, 1);
             ::dup2(fd, 2);
@@ -108,18 +119,17 @@ std::unique_ptr<etcd_process> etcd_process::start() {
         ::execv(argv[0], argv.data());
         ::_exit(127);
     }
-    p->_pid = pid;
+    _pid = pid;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!accepts(client)) {
+    while (!accepts(_client_port)) {
         int status = 0;
         if (::waitpid(pid, &status, WNOHANG) == pid) {
-            p->_pid = -1;
-            FAIL("etcd exited while starting: " << p->log_tail());
+            _pid = -1;
+            FAIL("etcd exited while starting: " << log_tail());
         }
-        if (std::chrono::steady_clock::now() > deadline) FAIL("etcd did not listen within 10 s: " << p->log_tail());
+        if (std::chrono::steady_clock::now() > deadline) FAIL("etcd did not listen within 10 s: " << log_tail());
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return p;
 }
 
 void etcd_process::kill() {

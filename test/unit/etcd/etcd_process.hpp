@@ -25,12 +25,18 @@ public:
     const std::string& url() const noexcept { return _url; }
     // SIGKILL now and reap: clients see connections reset and refused from here on.
     void kill();
+    // Starts it again on the same ports and data (after kill()): the keyspace survives.
+    void restart();
     // The tail of etcd's own log, for failure messages.
     std::string log_tail() const;
 
 private:
     etcd_process() = default;
+    void spawn();
     pid_t _pid = -1;
+    std::string _bin;
+    std::uint16_t _client_port = 0;
+    std::uint16_t _peer_port = 0;
     std::string _dir;
     std::string _url;
 };

@@ -144,6 +144,35 @@ task<void> killed_etcd_is_unavailable(test::etcd_process& etcd) {
     AWAIT_VOID(closed, kv->close());
 }
 
+task<void> watch_again_after_restart(test::etcd_process& etcd) {
+    auto kv = connect({etcd.url()});
+    AWAIT_VOID(ready, wait_ready(*kv));
+    AWAIT(p1, kv->put("/k", "before"));
+    REQUIRE(p1);
+    std::int64_t last_seen = 0;
+    {
+        auto w = kv->watch("/k", false, *p1);
+        AWAIT(seen, test::collect(*w, 1));
+        last_seen = seen.back().kv.mod_revision;
+        etcd.restart();
+        AWAIT(broken, w->next());
+        REQUIRE_FALSE(broken);
+        CHECK(broken.error().code == errc::unavailable);
+    }
+    AWAIT_VOID(ready_again, wait_ready(*kv));
+    AWAIT(p2, kv->put("/k", "after"));
+    REQUIRE(p2);
+    CHECK(*p2 == last_seen + 1); // the keyspace and its revisions survived the restart
+    // What the cluster code does: watch again from the last revision seen + 1.
+    auto w = kv->watch("/k", false, last_seen + 1);
+    AWAIT(again, test::collect(*w, 1));
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].kv.value == "after");
+    CHECK(again[0].kv.mod_revision == *p2);
+    w.reset();
+    AWAIT_VOID(closed, kv->close());
+}
+
 task<void> dead_first_endpoint(test::etcd_process& etcd) {
     const auto dead = fmt::format("http://127.0.0.1:{}", test::unused_port());
     auto kv = connect({dead, etcd.url()});
@@ -216,6 +245,11 @@ TEST_CASE("gateway_kv keeps the kv contract against etcd", "[etcd][gateway_kv]")
 TEST_CASE("gateway_kv: a killed etcd is errc::unavailable at once", "[etcd][gateway_kv]") {
     auto etcd = test::etcd_process::start();
     runtime::run_task(killed_etcd_is_unavailable(*etcd));
+}
+
+TEST_CASE("gateway_kv: after a restart the watch resumes from the last revision", "[etcd][gateway_kv]") {
+    auto etcd = test::etcd_process::start();
+    runtime::run_task(watch_again_after_restart(*etcd));
 }
 
 TEST_CASE("gateway_kv: a dead first endpoint is skipped", "[etcd][gateway_kv]") {
