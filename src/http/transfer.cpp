@@ -152,8 +152,11 @@ std::optional<transport_error> transfer::setup(const client_config& cfg) {
     SKIFF_OPT(set, CURLOPT_TCP_KEEPINTVL, 30L);
     SKIFF_OPT(set, CURLOPT_BUFFERSIZE, receive_buffer);
     SKIFF_OPT(set, CURLOPT_UPLOAD_BUFFERSIZE, upload_buffer);
-    // Every request has a deadline; 0 would mean "none" to curl, so clamp to 1 ms.
-    SKIFF_OPT(set, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max<std::int64_t>(1, _req.timeout.count())));
+    // Every request has a deadline; 0 would mean "none" to curl, so clamp to 1 ms. The one
+    // exception is a stream asking for none: it waits for events that may take hours.
+    const bool endless_stream = _req.body_sink && _req.timeout.count() == 0;
+    SKIFF_OPT(set, CURLOPT_TIMEOUT_MS,
+              endless_stream ? 0L : static_cast<long>(std::max<std::int64_t>(1, _req.timeout.count())));
     SKIFF_OPT(set, CURLOPT_CONNECTTIMEOUT_MS,
               static_cast<long>(std::max<std::int64_t>(1, _req.connect_timeout.count())));
     // CURLOPT_ACCEPT_ENCODING stays unset: S3 bodies are stored bytes, never decoded.
@@ -236,7 +239,8 @@ std::size_t transfer::on_header(char* buf, std::size_t size, std::size_t n, void
             // is buffered. HEAD, 204 and 304 answers may carry a length but never a body
             // (RFC 9110 6.4.1), so they are not limited.
             const bool bodiless = self->_head || st == 204 || st == 304;
-            if (st >= 200 && cl && !bodiless) {
+            const bool streamed = self->_req.body_sink && st / 100 == 2;
+            if (st >= 200 && cl && !bodiless && !streamed) {
                 if (*cl > self->_max_body) {
                     self->_too_large = true;
                     return 0; // curl fails the transfer with CURLE_WRITE_ERROR
@@ -253,6 +257,19 @@ std::size_t transfer::on_header(char* buf, std::size_t size, std::size_t n, void
 std::size_t transfer::on_write(char* buf, std::size_t size, std::size_t n, void* self_) noexcept {
     auto* self = static_cast<transfer*>(self_);
     const std::size_t len = size * n;
+    if (self->_req.body_sink && self->_parser.status() / 100 == 2) {
+        bool accepted = false;
+        try {
+            accepted = self->_req.body_sink(std::string_view(buf, len));
+        } catch (...) {
+            // The sink owns its error reporting; to curl this is a refusal like any other.
+        }
+        if (!accepted) {
+            self->_sink_refused = true;
+            return 0;
+        }
+        return len;
+    }
     // Bodies without a Content-Length (chunked, or ended by close) are bounded here.
     if (len > self->_max_body - std::min(self->_max_body, self->_body.size())) {
         self->_too_large = true;
@@ -297,6 +314,9 @@ result<response, transport_error> transfer::take_result() {
             CURLE_FILESIZE_EXCEEDED,
             fmt::format("response body exceeds the client's limit of {} bytes (max_response_bytes)", _max_body),
             false, false}};
+    }
+    if (_sink_refused) {
+        return failure{transport_error{CURLE_WRITE_ERROR, "the response body's sink refused the data", false, false}};
     }
     if (_code != CURLE_OK) {
         std::string msg = _errbuf[0] ? std::string(_errbuf) : std::string(curl_easy_strerror(_code));

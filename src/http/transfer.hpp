@@ -101,6 +101,7 @@ private:
     header_parser _parser;
     std::string _body;
     bool _too_large = false;
+    bool _sink_refused = false;
 
     CURLcode _code = CURLE_OK;
     long _curl_status = 0;

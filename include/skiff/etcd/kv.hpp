@@ -132,6 +132,11 @@ public:
 
     // Changes to `key` (or every key under it when `prefix`) with mod_revision >= start_revision.
     virtual std::unique_ptr<watcher> watch(std::string key, bool prefix, std::int64_t start_revision) = 0;
+
+    // Ends the work this kv runs in the background (watch streams) and waits for it. Await it
+    // before destroying a kv that ever had a watch; calls after it are not allowed.
+    // Idempotent. The default has nothing to wait for.
+    virtual runtime::task<void> close() { co_return; }
 };
 
 } // namespace skiff::etcd

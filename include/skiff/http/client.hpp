@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -34,9 +35,18 @@ struct request {
     header_list headers;        // sent in this order, exactly as given
     // Request body. The caller keeps the bytes alive until the request completes.
     std::span<const char> body;
-    // Whole-request deadline (connect + send + wait + receive). Every request has one.
+    // Whole-request deadline (connect + send + wait + receive). Every request has one, except
+    // a streaming request (body_sink set) with timeout 0: it lives until the server ends the
+    // body or the caller cancels (connect_timeout and TCP keep-alive probes still hold).
     std::chrono::milliseconds timeout{30000};
     std::chrono::milliseconds connect_timeout{5000};
+    // Streaming: when set, the body of a 2xx response goes to this function piece by piece as
+    // it arrives instead of into response::body (which stays empty), and max_response_bytes
+    // does not apply to it: the sink bounds what it keeps. Bodies of other statuses (errors)
+    // are collected and limited as usual. It runs inside libcurl's write callback: it must not
+    // use the client or resume a coroutine (reactor::schedule, e.g. through a oneshot, is
+    // fine). Returning false aborts the transfer: transport_error with CURLE_WRITE_ERROR.
+    std::function<bool(std::string_view)> body_sink;
 };
 
 struct response {

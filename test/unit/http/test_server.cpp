@@ -263,6 +263,36 @@ task<bool> http_test_server::respond(tcp_stream& s, const parsed_request& req, s
     } else if (t.starts_with("/stream/")) {
         out = make_response(200, {{"Connection", "close"}}, pattern(number_after(t, "/stream/")), head, false);
         keep = false;
+    } else if (t.starts_with("/chunked/") || t == "/chunked-hang") {
+        // Chunks written one at a time, a few milliseconds apart, so the client sees them
+        // arrive separately; /chunked-hang sends one and then waits for the client to leave.
+        const bool hang = t == "/chunked-hang";
+        const std::size_t n = hang ? 1 : number_after(t, "/chunked/");
+        auto writing_head = s.write_all(
+            std::string_view("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            st);
+        if (!co_await std::move(writing_head)) co_return false;
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::string line = fmt::format("line {}\n", i);
+            const std::string chunk = fmt::format("{:x}\r\n{}\r\n", line.size(), line);
+            auto writing = s.write_all(chunk, st);
+            if (!co_await std::move(writing)) co_return false;
+            auto sleeping = runtime::sleep(std::chrono::milliseconds(5), st);
+            if (!co_await sleeping) co_return false;
+        }
+        if (hang) {
+            std::vector<char> chunk(4096);
+            for (;;) {
+                auto reading = s.read_some(chunk, st);
+                auto r = co_await std::move(reading);
+                if (!r) co_return false;
+                if (*r == 0) {
+                    ++stats.peer_closes;
+                    co_return false;
+                }
+            }
+        }
+        out = "0\r\n\r\n";
     } else if (t == "/close") {
         out = make_response(200, {{"Connection", "close"}}, "bye", head);
         keep = false;

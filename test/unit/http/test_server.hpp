@@ -18,6 +18,8 @@
 //   /continue         an unsolicited "100 Continue" (with a header), then 200
 //   /large/<n>        200 with n pattern bytes (Content-Length)
 //   /stream/<n>       200 with n pattern bytes, no Content-Length, ended by closing
+//   /chunked/<n>      200, chunked: n chunks "line <i>\n" written 5 ms apart
+//   /chunked-hang     200, chunked: one chunk "line 0\n", then waits for the client to close
 //   /close            200 with "Connection: close", then closes
 //   /quiet-close      200 keep-alive response, then closes without saying so
 //
