@@ -18,6 +18,24 @@ std::string seg_key(const std::string& ns, const std::string& topic, std::int32_
     return object_key(ns, partition_id(topic, p), base, index ? object_kind::index : object_kind::kfs);
 }
 
+// Every entry must name a batch start of this very segment: an index that fits the size but
+// points elsewhere belongs to another segment with the same base (two owners' halves of a
+// pair, docs/cluster.md), and a range GET from it would start mid-batch.
+result<void, format_error> check_index_matches(const index_view& index, const segment_view& seg) {
+    std::map<std::int32_t, std::int64_t> starts; // position -> base offset
+    for (const auto& b : seg.batches) starts.emplace(seg.position_of(b), b.base_offset);
+    for (const auto& e : index.entries) {
+        auto it = starts.find(e.position);
+        if (it == starts.end() || it->second != e.offset) {
+            return failure{format_error(format_errc::invalid,
+                                        fmt::format("entry (offset {}, position {}) is not a batch start of its "
+                                                    "segment",
+                                                    e.offset, e.position))};
+        }
+    }
+    return ok();
+}
+
 } // namespace
 
 runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::string ns, bool repair,
@@ -88,6 +106,7 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                     auto view = decode_index(idx->data);
                     result<void, format_error> fits = ok();
                     if (view) fits = check_index_fits(*view, base, whole->data.size());
+                    if (view && fits) fits = check_index_matches(*view, *seg);
                     if (!view || !fits) {
                         fp.corrupt.push_back(fmt::format("{}: {}", ikey, !view ? view.error().message : fits.error().message));
                         index_ok = false;

@@ -1,5 +1,6 @@
 #include "segment_cache.hpp"
 
+#include <skiff/core/endian.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/storage/index_format.hpp>
 #include <skiff/storage/segment_format.hpp>
@@ -102,13 +103,16 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
     ++_stats.cache_misses;
     _m.cache_misses.inc();
     std::uint64_t pos = segment_header_size;
+    std::optional<std::int64_t> entry_offset;
     if (e.has_index) {
         auto idx = co_await load_index(e, st);
         if (idx) {
             auto view = decode_index(**idx);
             if (view) {
-                pos = static_cast<std::uint64_t>(
-                    std::max<std::int32_t>(lookup(*view, offset), static_cast<std::int32_t>(segment_header_size)));
+                if (auto entry = lookup_entry(*view, offset); entry && entry->position > 0) {
+                    pos = std::max<std::uint64_t>(static_cast<std::uint64_t>(entry->position), segment_header_size);
+                    entry_offset = entry->offset;
+                }
             }
         } else if (idx.error().code == errc::cancelled) {
             co_return failure{std::move(idx).error()};
@@ -119,7 +123,26 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
             e.has_index = false;
         }
     }
-    co_return co_await slice_for_position(base, pos);
+    auto slice = co_await slice_for_position(base, pos);
+    if (!slice || !entry_offset || pos == segment_header_size) co_return slice;
+    if (auto it = _segments.find(base); it != _segments.end() && it->second.bytes && slice->owner == it->second.bytes) {
+        co_return slice; // cached whole meanwhile: the whole body, not the range
+    }
+    // The range must start with the batch the index names. An index that belongs to another
+    // segment under the same base (two owners' halves of a pair, docs/cluster.md) points
+    // elsewhere: walk the whole segment instead, and never trust that index again.
+    const auto& part = slice->body_part;
+    if (part.size() >= batch_header_size && part[batch_field::magic] == 2 &&
+        be::read_i64(part.data() + batch_field::base_offset) == *entry_offset) {
+        co_return slice;
+    }
+    log::warn("{}: index of segment {} of {}/{} does not match the segment; walking the segment", _store.describe(),
+              base, _id.topic, _id.partition);
+    if (auto it = _segments.find(base); it != _segments.end()) {
+        it->second.has_index = false;
+        it->second.index.reset();
+    }
+    co_return co_await slice_for_position(base, segment_header_size);
 }
 
 // The bytes from `pos` to the end of segment `base`: from the cache, from a GET already in

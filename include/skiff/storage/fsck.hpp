@@ -4,7 +4,7 @@
 // Per partition it reports the segments with their offset ranges, .kfs without .index,
 // .index without .kfs, offset gaps between segments, overlapping segments, and corrupt
 // objects (a .kfs that does not decode — wrong header, footer, CRC or framing — or an .index
-// that does not fit its segment). With repair, missing or unusable indexes are rebuilt from
+// that does not fit its segment or has an entry that is not one of its batch starts). With repair, missing or unusable indexes are rebuilt from
 // their segments and uploaded.
 //
 // Gaps are warnings, not problems: a takeover leaves offsets unused on purpose, and a

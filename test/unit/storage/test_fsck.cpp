@@ -70,6 +70,38 @@ TEST_CASE("fsck finds orphans, gaps and corrupt objects, and repair rebuilds ind
     CHECK(bucket->objects.count(index_key("default", p0, 5)) == 1);
 }
 
+TEST_CASE("fsck: an .index from another segment with the same base is corrupt, and repair rebuilds it",
+          "[storage][fsck]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    partition_id p("t", 0);
+    // Ours: one batch of 30 records. Theirs, same base: two small batches, an entry for each;
+    // its second position lies inside our batch, so the index fits our size but not our
+    // layout.
+    put_segment(*bucket, p, 0, 30);
+    segment_builder other(0, 1);
+    for (int i = 0; i < 2; ++i) {
+        auto batch = build_batch(0, {record(std::string("x"))});
+        REQUIRE(other.append(std::span<const char>(batch.data(), batch.size())).has_value());
+    }
+    bucket->objects[index_key("default", p, 0)] = std::move(other).finish(1700000000000).index;
+
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        memory_store store(b);
+        auto r = co_await fsck(store, "default", false);
+        REQUIRE(r.has_value());
+        REQUIRE(r->partitions.size() == 1);
+        REQUIRE(r->partitions[0].corrupt.size() == 1);
+        CHECK_THAT(r->partitions[0].corrupt[0], Catch::Contains("is not a batch start"));
+        auto fixed = co_await fsck(store, "default", true);
+        REQUIRE(fixed.has_value());
+        CHECK(fixed->partitions[0].repaired == std::vector<std::int64_t>{0});
+        auto again = co_await fsck(store, "default", false);
+        REQUIRE(again.has_value());
+        CHECK(again->clean());
+    };
+    run_task(t(bucket));
+}
+
 TEST_CASE("fsck: gaps are warnings, overlapping segments are problems", "[storage][fsck]") {
     auto bucket = std::make_shared<memory_bucket>();
     partition_id gapped("t", 0), overlapping("t", 1);

@@ -554,3 +554,29 @@ TEST_CASE("max_pending_records: appends wait while buffered + in-flight offsets 
     };
     run_task(t());
 }
+
+TEST_CASE("a reader whose index belongs to another segment with the same base walks the segment instead",
+          "[storage][log][fence]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    // Our segment: one batch of 30 records at 0. The other owner's index for base 0 has an
+    // entry (1, 101) that falls inside our batch: it fits the size, not the layout.
+    std::vector<record> recs;
+    for (int i = 0; i < 30; ++i) recs.emplace_back(std::string("k"), fmt::format("v{}", i));
+    const auto batch = build_batch(0, recs);
+    segment_builder ours(0);
+    REQUIRE(ours.append(std::span<const char>(batch.data(), batch.size())).has_value());
+    bucket->objects[kfs_key(0)] = std::move(ours).finish(1700000000000).kfs;
+    bucket->objects[idx_key(0)] = foreign_segment(0).second;
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        memory_store store(b);
+        io_budget budget(8, nullptr);
+        auto log = co_await open_log(&store, &budget, test_config());
+        CHECK(log->high_watermark() == 30);
+        CHECK(co_await first_batch_at(log.get(), 5) == 0);
+        auto all = co_await read_all(log.get());
+        REQUIRE(all.size() == 30);
+        CHECK(all.at(29) == "v29");
+        co_await log->close();
+    };
+    run_task(t(bucket));
+}
