@@ -290,7 +290,9 @@ runtime::task<std::string> cluster_join(shard& sh0) {
     auto cr = std::make_unique<cluster_runtime>();
     etcd::gateway_config gc;
     gc.endpoints = cfg.etcd_endpoints;
-    cr->kv = std::make_unique<etcd::gateway_kv>(gc);
+    auto kv = etcd::gateway_kv::create(gc);
+    if (!kv) co_return "--etcd: " + kv.error().message;
+    cr->kv = std::move(*kv);
     cluster::node_config nc;
     nc.ns = cfg.ns;
     nc.self = self_member(cfg);
@@ -298,6 +300,7 @@ runtime::task<std::string> cluster_join(shard& sh0) {
     nc.join_wait = cfg.lease_ttl + 2s;
     cr->node = std::make_unique<cluster::node>(*cr->kv, nc);
     auto r = co_await cr->node->join(sh0.stop.get_token());
+    if (!r) co_await cr->kv->close();
     if (!r) {
         if (r.error().code == cluster::errc::unavailable) {
             co_return "cannot reach etcd at " + fmt::format("{}", fmt::join(cfg.etcd_endpoints, ",")) + ": " +
@@ -369,6 +372,7 @@ runtime::task<void> cluster_leave(shard* sh0) {
     co_await run_bounded(std::move(jobs), 32);
     co_await cr.work.close(); // the node's loops and claims in flight
     co_await cr.node->leave();
+    co_await cr.kv->close();
     sh0->shared->lease_valid_until_ns.store(0, std::memory_order_release);
     log::info("left the cluster: {} partitions handed over", all.size());
 }
@@ -394,7 +398,7 @@ std::vector<group_coordinator*> coordinators_of(shard& sh) {
 }
 
 const cluster::claim* claim_of(const shard& sh, std::string_view topic, std::int32_t partition) {
-    auto it = sh.claims.find(std::pair<std::string_view, std::int32_t>(topic, partition));
+    auto it = sh.claims.find(std::pair<std::string, std::int32_t>(std::string(topic), partition));
     return it == sh.claims.end() ? nullptr : &it->second;
 }
 

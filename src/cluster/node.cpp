@@ -33,7 +33,7 @@ std::vector<std::int32_t> view::live() const {
 }
 
 const owner* view::owner_of(std::string_view topic, std::int32_t partition) const {
-    auto it = owners.find(std::pair<std::string_view, std::int32_t>(topic, partition));
+    auto it = owners.find(std::pair<std::string, std::int32_t>(std::string(topic), partition));
     return it == owners.end() ? nullptr : &it->second;
 }
 

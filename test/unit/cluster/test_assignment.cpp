@@ -109,7 +109,7 @@ TEST_CASE("keys parse back to what they name", "[cluster][records]") {
     REQUIRE(!k.parse_owner("/skiff/prod/owners/t/-1"));
     REQUIRE(!k.parse_owner("/skiff/prod/owners/0"));
     // Group slots stay inside their range for any group id.
-    for (std::string g : {"", "a", "consumers", std::string(300, 'x')}) {
+    for (const std::string& g : std::vector<std::string>{"", "a", "consumers", std::string(300, 'x')}) {
         REQUIRE(group_slot(g) >= 0);
         REQUIRE(group_slot(g) < group_slots);
     }

@@ -35,6 +35,13 @@ struct cluster_of_two {
 };
 
 // Polls `cond` every 20 ms for up to `limit`.
+// join() with its error in the failure message.
+runtime::task<bool> joined(cluster::node& n) {
+    auto r = co_await n.join();
+    if (!r) UNSCOPED_INFO("join: " << r.error().message);
+    co_return static_cast<bool>(r);
+}
+
 template <typename Cond>
 runtime::task<bool> eventually(Cond cond, std::chrono::milliseconds limit) {
     for (auto waited = 0ms; waited < limit; waited += 20ms) {
@@ -69,7 +76,8 @@ TEST_CASE("a restarted broker (same id and address) waits for its old lease inst
         auto store = etcd::memory_store::create(1s);
         etcd::memory_kv kv1(store), kv2(store);
         cluster::node old_run(kv1, config_for(3));
-        REQUIRE(co_await old_run.join());
+        const bool ok1 = static_cast<bool>(co_await joined(old_run));
+        REQUIRE(ok1);
         auto cfg = config_for(3);
         cfg.join_wait = 5s;
         cluster::node new_run(kv2, cfg);
@@ -85,8 +93,10 @@ TEST_CASE("a restarted broker (same id and address) waits for its old lease inst
 TEST_CASE("only one of two brokers wins a partition, and the epoch grows with every owner", "[cluster][node]") {
     runtime::run_task([]() -> runtime::task<void> {
         cluster_of_two c;
-        REQUIRE(co_await c.a.join());
-        REQUIRE(co_await c.b.join());
+        const bool ok2 = static_cast<bool>(co_await joined(c.a));
+        REQUIRE(ok2);
+        const bool ok3 = static_cast<bool>(co_await joined(c.b));
+        REQUIRE(ok3);
         auto ca = co_await c.a.claim_partition("orders", 0);
         auto cb = co_await c.b.claim_partition("orders", 0);
         REQUIRE(ca);
@@ -96,7 +106,8 @@ TEST_CASE("only one of two brokers wins a partition, and the epoch grows with ev
         REQUIRE(ca->previous.clean); // never owned before
 
         // A clean hand-over: the next owner continues where the log ended.
-        REQUIRE(co_await c.a.release_partition("orders", 0, ca->epoch, true, 1234));
+        const bool ok4 = static_cast<bool>(co_await c.a.release_partition("orders", 0, ca->epoch, true, 1234));
+        REQUIRE(ok4);
         auto cb2 = co_await c.b.claim_partition("orders", 0);
         REQUIRE(cb2);
         REQUIRE(cb2->epoch == 2);
@@ -119,20 +130,25 @@ TEST_CASE("only one of two brokers wins a partition, and the epoch grows with ev
 TEST_CASE("the view follows members and owners through the watch", "[cluster][node]") {
     runtime::run_task([]() -> runtime::task<void> {
         cluster_of_two c;
-        REQUIRE(co_await c.a.join());
+        const bool ok5 = static_cast<bool>(co_await joined(c.a));
+        REQUIRE(ok5);
         runtime::gate g("test");
         std::stop_source stop;
         REQUIRE(g.spawn(c.a.run(stop.get_token())));
-        REQUIRE(co_await c.b.join());
-        REQUIRE(co_await eventually([&] { return c.a.current()->members.size() == 2; }, 2000ms));
+        const bool ok6 = static_cast<bool>(co_await joined(c.b));
+        REQUIRE(ok6);
+        const bool ok7 = static_cast<bool>(co_await eventually([&] { return c.a.current()->members.size() == 2; }, 2000ms));
+        REQUIRE(ok7);
         auto cb = co_await c.b.claim_partition("t", 3);
         REQUIRE(cb);
-        REQUIRE(co_await eventually([&] { return c.a.current()->owner_of("t", 3) != nullptr; }, 2000ms));
+        const bool ok8 = static_cast<bool>(co_await eventually([&] { return c.a.current()->owner_of("t", 3) != nullptr; }, 2000ms));
+        REQUIRE(ok8);
         REQUIRE(c.a.current()->owner_of("t", 3)->broker == 2);
         REQUIRE(c.a.current()->owner_of("t", 3)->epoch == 1);
         // b dies: a sees it leave and its partition become free.
         REQUIRE(c.store->expire_lease(c.b.lease_id()));
-        REQUIRE(co_await eventually([&] { return c.a.current()->members.size() == 1; }, 2000ms));
+        const bool ok9 = static_cast<bool>(co_await eventually([&] { return c.a.current()->members.size() == 1; }, 2000ms));
+        REQUIRE(ok9);
         REQUIRE(c.a.current()->owner_of("t", 3) == nullptr);
         stop.request_stop();
         co_await g.close();
@@ -142,7 +158,8 @@ TEST_CASE("the view follows members and owners through the watch", "[cluster][no
 TEST_CASE("keep-alives hold the lease; an unreachable etcd lets it lapse; a lost lease rejoins", "[cluster][node]") {
     runtime::run_task([]() -> runtime::task<void> {
         cluster_of_two c;
-        REQUIRE(co_await c.a.join());
+        const bool ok10 = static_cast<bool>(co_await joined(c.a));
+        REQUIRE(ok10);
         runtime::gate g("test");
         std::stop_source stop;
         REQUIRE(g.spawn(c.a.run(stop.get_token())));
@@ -153,16 +170,19 @@ TEST_CASE("keep-alives hold the lease; an unreachable etcd lets it lapse; a lost
 
         // etcd unreachable: the proven lifetime runs out within one TTL, without any answer.
         c.kv_a.set_unavailable(true);
-        REQUIRE(co_await eventually([&] { return !c.a.lease_valid(runtime::reactor::local().now()); }, 2500ms));
+        const bool ok11 = static_cast<bool>(co_await eventually([&] { return !c.a.lease_valid(runtime::reactor::local().now()); }, 2500ms));
+        REQUIRE(ok11);
         const auto gen = c.a.lease_generation();
         // Meanwhile etcd expired the lease; when it is reachable again the node learns that and
         // joins again under a new lease.
         REQUIRE(c.store->expire_lease(c.a.lease_id()));
         c.kv_a.set_unavailable(false);
-        REQUIRE(co_await eventually([&] { return c.a.lease_generation() > gen; }, 4000ms));
+        const bool ok12 = static_cast<bool>(co_await eventually([&] { return c.a.lease_generation() > gen; }, 4000ms));
+        REQUIRE(ok12);
         REQUIRE(c.a.lease_valid(runtime::reactor::local().now()));
         REQUIRE(c.a.counters().leases_lost == 1);
-        REQUIRE(co_await eventually([&] { return c.a.current()->members.count(1) == 1; }, 2000ms));
+        const bool ok13 = static_cast<bool>(co_await eventually([&] { return c.a.current()->members.count(1) == 1; }, 2000ms));
+        REQUIRE(ok13);
         stop.request_stop();
         co_await g.close();
     }());
@@ -171,13 +191,17 @@ TEST_CASE("keep-alives hold the lease; an unreachable etcd lets it lapse; a lost
 TEST_CASE("the cluster lock is exclusive and freed by unlock", "[cluster][node]") {
     runtime::run_task([]() -> runtime::task<void> {
         cluster_of_two c;
-        REQUIRE(co_await c.a.join());
-        REQUIRE(co_await c.b.join());
+        const bool ok14 = static_cast<bool>(co_await joined(c.a));
+        REQUIRE(ok14);
+        const bool ok15 = static_cast<bool>(co_await joined(c.b));
+        REQUIRE(ok15);
         const std::string key = c.a.key_names().catalog_lock();
-        REQUIRE(co_await c.a.lock(key, 100ms));
+        const bool ok16 = static_cast<bool>(co_await c.a.lock(key, 100ms));
+        REQUIRE(ok16);
         auto busy = co_await c.b.lock(key, 200ms);
         REQUIRE(!busy);
         co_await c.a.unlock(key);
-        REQUIRE(co_await c.b.lock(key, 200ms));
+        const bool ok17 = static_cast<bool>(co_await c.b.lock(key, 200ms));
+        REQUIRE(ok17);
     }());
 }
