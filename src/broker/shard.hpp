@@ -7,6 +7,7 @@
 #include <skiff/broker/catalog.hpp>
 #include <skiff/broker/config.hpp>
 #include <skiff/broker/group_coordinator.hpp>
+#include <skiff/broker/kafka_errors.hpp>
 #include <skiff/broker/producer_state.hpp>
 #include <skiff/kafka/frame.hpp>
 #include <skiff/metrics/registry.hpp>
@@ -124,7 +125,7 @@ const topic_policy& policy_of(const shard& sh, std::string_view topic);
 
 // Core 0: catalog changes. Each returns a Kafka error code and message.
 struct admin_outcome {
-    std::int16_t error = 0;
+    kafka::error_code error = kerr::none;
     std::string message;
 };
 runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int32_t partitions,
@@ -139,7 +140,7 @@ runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(s
 // suspending when the partition is open, which the produce ordering relies on (routing.hpp).
 struct owned_partition {
     partition_slot* slot = nullptr;
-    std::int16_t error = 0; // kerr::none
+    kafka::error_code error = kerr::none;
     std::string message;
 };
 runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition);
