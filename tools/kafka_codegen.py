@@ -27,6 +27,9 @@ Schema features and how they map:
   - types: bool, int8, int16, uint16, int32, uint32, int64, float64, uuid, string, bytes,
     records, structs, arrays of any of these ([]T). string/bytes/records are std::string;
     records are always std::optional (null by default), as are fields with nullableVersions.
+  - error codes: a field named ErrorCode, or an int16 (or []int16) field whose name ends in
+    ErrorCode, is kafka::error_code (skiff/kafka/errors.hpp), an int16 on the wire; any code,
+    known or not, decodes and re-encodes unchanged.
   - versions / nullableVersions / flexibleVersions / taggedVersions: "N+", "N-M", "N", "none";
     conditions are simplified against validVersions. Field-level flexibleVersions (RequestHeader
     ClientId: "none") keeps the classic int16/int32 length in flexible versions.
@@ -169,6 +172,18 @@ PRIMS = {
 }
 VARLEN = ('string', 'bytes', 'records')
 
+# Error codes are int16 on the wire and kafka::error_code (include/skiff/kafka/errors.hpp) in the
+# structs, so a handler cannot put a count or an api key where an error belongs. A code this
+# broker does not know still round-trips: the enum holds any int16.
+ERROR_CODE_CPP = 'kafka::error_code'
+
+
+def is_error_code_field(name, type_text):
+    """ErrorCode, and int16 fields named like PartitionErrorCode or TopicConfigErrorCode."""
+    if name == 'ErrorCode' and type_text != 'int16':
+        raise GenError('field ErrorCode must be int16, not ' + type_text)
+    return name.endswith('ErrorCode') and type_text in ('int16', '[]int16')
+
 CPP_KEYWORDS = set('''alignas alignof and and_eq asm auto bitand bitor bool break case catch char
 char8_t char16_t char32_t class compl concept const consteval constexpr constinit const_cast
 continue co_await co_return co_yield decltype default delete do double dynamic_cast else enum
@@ -214,6 +229,7 @@ class GenError(Exception):
 class FieldType:
     def __init__(self, text):
         self.text = text
+        self.enum = None  # C++ enum type of an int16 held as an enum (error codes)
         if text.startswith('[]'):
             self.kind = 'array'
             self.elem = FieldType(text[2:])
@@ -246,6 +262,8 @@ class Field:
         if self.cpp in RESERVED_MEMBERS or (owner.path == msg_name_of(owner) and self.cpp in RESERVED_TOP):
             self.cpp += '_'
         self.type = FieldType(d['type'])
+        if is_error_code_field(self.name, d['type']):
+            (self.type.elem if self.type.kind == 'array' else self.type).enum = ERROR_CODE_CPP
         self.versions = Versions(d.get('versions', 'none'))
         self.nullable = Versions(d.get('nullableVersions', 'none'))
         self.tagged = Versions(d.get('taggedVersions', 'none'))
@@ -382,6 +400,8 @@ def load_schemas(schema_dir):
 def cpp_value_type(t, scope):
     """C++ type of one value of FieldType t (not wrapped in optional)."""
     if t.kind == 'prim':
+        if t.enum:
+            return t.enum
         if t.text in PRIMS:
             return PRIMS[t.text][0]
         return 'std::string'
@@ -433,6 +453,9 @@ def default_init(f):
                 lit = '%d%s' % (v, 'LL' if t.text == 'int64' else 'U')
             else:
                 lit = str(v)
+            if t.enum:
+                lit = '%s::none' % t.enum if v == 0 else '%s{%s}' % (t.enum, lit)
+                return lit, lit
             return lit, '%s{%s}' % (ctype, lit)
         if t.text == 'bool':
             v = 'false' if d is None else str(d).strip().lower()
@@ -527,7 +550,9 @@ class Codec:
     def write_value(self, o, expr, t, f, compact, nullable, is_opt):
         """expr: C++ lvalue of C++ type (optional-wrapped when is_opt)."""
         label = cpp_string_literal(f.label())
-        if t.kind == 'prim' and t.text in PRIMS:
+        if t.kind == 'prim' and t.enum:
+            o('w.write_%s(kafka::to_wire(%s));' % (PRIMS[t.text][1], expr))
+        elif t.kind == 'prim' and t.text in PRIMS:
             o('w.write_%s(%s);' % (PRIMS[t.text][1], expr))
         elif t.kind == 'prim':
             kind = 'string' if t.text == 'string' else 'bytes'
@@ -582,7 +607,14 @@ class Codec:
     def read_value(self, o, target, t, f, compact, nullable, is_opt, rd, fail):
         """Reads into lvalue `target`; on error executes `fail(label)` (a return statement)."""
         label = cpp_string_literal(f.label())
-        if t.kind == 'prim' and t.text in PRIMS:
+        if t.kind == 'prim' and t.enum:
+            wire = self.fresh('w')
+            o('{')
+            o('    %s %s = 0;' % (PRIMS[t.text][0], wire))
+            o('    if (!%s.read_%s(%s)) %s' % (rd, PRIMS[t.text][1], wire, fail(label)))
+            o('    %s = kafka::from_wire(%s);' % (target, wire))
+            o('}')
+        elif t.kind == 'prim' and t.text in PRIMS:
             o('if (!%s.read_%s(%s)) %s' % (rd, PRIMS[t.text][1], target, fail(label)))
         elif t.kind == 'prim':
             kind = 'string' if t.text == 'string' else 'bytes'
@@ -963,6 +995,7 @@ def generate(msgs):
     h(HEADER_PREAMBLE.rstrip('\n'))
     h('#pragma once')
     h()
+    h('#include "skiff/kafka/errors.hpp"')
     h('#include "skiff/kafka/protocol.hpp"')
     h()
     h('#include <array>')
@@ -1094,6 +1127,8 @@ def fill_value(o, expr, t, f, msg, nullable, is_opt, depth):
             o('%s = g.id();' % expr)
         elif t.text in ('string', 'bytes', 'records'):
             o('%s = g.text();' % expr)
+        elif t.enum:
+            o('%s = kafka::from_wire(g.integer<%s>(kafka::to_wire(%s)));' % (expr, PRIMS[t.text][0], expr))
         else:
             o('%s = g.integer<%s>(%s);' % (expr, PRIMS[t.text][0], expr))
     elif t.kind == 'array':

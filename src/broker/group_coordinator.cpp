@@ -78,7 +78,7 @@ kafka::LeaveGroupResponse group_coordinator::leave(const kafka::LeaveGroupReques
     } else {
         for (const auto& m : req.members) who.emplace_back(m.member_id, m.group_instance_id);
     }
-    std::int16_t top = kerr::none;
+    kafka::error_code top = kerr::none;
     if (s.closed())
         top = kerr::coordinator_not_available;
     else if (req.group_id.empty())
@@ -93,7 +93,7 @@ kafka::LeaveGroupResponse group_coordinator::leave(const kafka::LeaveGroupReques
         r.error_code = kerr::coordinator_not_available;
         return r;
     }
-    std::vector<std::int16_t> errors;
+    std::vector<kafka::error_code> errors;
     for (const auto& [mid, inst] : who) {
         std::optional<std::string> instance = (inst && !inst->empty()) ? inst : std::nullopt;
         errors.push_back(g ? s.leave_one(*g, mid, instance) : kerr::unknown_member_id);
@@ -129,7 +129,7 @@ runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kaf
         resp.topics.push_back(std::move(rt));
     }
     group* g = nullptr;
-    std::int16_t err = s.validate_commit(req, version, g);
+    kafka::error_code err = s.validate_commit(req, version, g);
     if (err != kerr::none || !g) {
         if (err == kerr::none) err = kerr::coordinator_not_available;
         for (auto& t : resp.topics)
@@ -169,7 +169,7 @@ runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kaf
     auto slot = s.enqueue_commit(*g, std::move(entries));
     auto aw = slot->wait();
     auto waited = co_await aw;
-    const std::int16_t code = waited ? *waited : kerr::coordinator_not_available;
+    const kafka::error_code code = waited ? *waited : kerr::coordinator_not_available;
     for (auto* rp : accepted) rp->error_code = code;
     co_return resp;
 }
@@ -311,7 +311,7 @@ runtime::task<kafka::DeleteGroupsResponse> group_coordinator::delete_groups(kafk
     kafka::DeleteGroupsResponse r;
     for (const auto& name : req.groups_names) {
         std::string n = name;
-        std::int16_t code = co_await _s->delete_one(std::move(n));
+        kafka::error_code code = co_await _s->delete_one(std::move(n));
         kafka::DeleteGroupsResponse::DeletableGroupResult res;
         res.group_id = name;
         res.error_code = code;

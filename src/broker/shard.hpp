@@ -7,6 +7,7 @@
 #include <skiff/broker/catalog.hpp>
 #include <skiff/broker/config.hpp>
 #include <skiff/broker/group_coordinator.hpp>
+#include <skiff/broker/kafka_errors.hpp>
 #include <skiff/broker/producer_state.hpp>
 #include <skiff/cluster/node.hpp>
 #include <skiff/cluster/view.hpp>
@@ -155,7 +156,7 @@ const topic_policy& policy_of(const shard& sh, std::string_view topic);
 
 // Core 0: catalog changes. Each returns a Kafka error code and message.
 struct admin_outcome {
-    std::int16_t error = 0;
+    kafka::error_code error = kerr::none;
     std::string message;
 };
 runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int32_t partitions,
@@ -173,7 +174,7 @@ runtime::task<void> drop_fenced(shard* sh, std::pair<std::string, std::int32_t> 
 // suspending when the partition is open, which the produce ordering relies on (routing.hpp).
 struct owned_partition {
     partition_slot* slot = nullptr;
-    std::int16_t error = 0; // kerr::none
+    kafka::error_code error = kerr::none;
     std::string message;
 };
 runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition);

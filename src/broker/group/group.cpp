@@ -112,7 +112,7 @@ JoinGroupResponse group::current_generation(const std::string& mid, bool with_me
     return r;
 }
 
-JoinGroupResponse join_error(std::int16_t code, std::string member_id) {
+JoinGroupResponse join_error(kafka::error_code code, std::string member_id) {
     JoinGroupResponse r;
     r.error_code = code;
     r.generation_id = -1;
@@ -121,7 +121,7 @@ JoinGroupResponse join_error(std::int16_t code, std::string member_id) {
     return r;
 }
 
-SyncGroupResponse sync_error(std::int16_t code) {
+SyncGroupResponse sync_error(kafka::error_code code) {
     SyncGroupResponse r;
     r.error_code = code;
     return r;

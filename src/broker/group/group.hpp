@@ -110,7 +110,7 @@ struct group {
     // `write_waiters`. One PUT in flight per group (`writing`).
     offset_map offsets;
     offset_map next_write;
-    std::vector<std::shared_ptr<oneshot<std::int16_t>>> write_waiters;
+    std::vector<std::shared_ptr<oneshot<kafka::error_code>>> write_waiters;
     bool writing = false;
     std::vector<std::shared_ptr<oneshot<void>>> idle_waiters; // woken when `writing` ends
 
@@ -147,7 +147,7 @@ struct group {
     JoinGroupResponse current_generation(const std::string& mid, bool with_members) const;
 };
 
-JoinGroupResponse join_error(std::int16_t code, std::string member_id);
-SyncGroupResponse sync_error(std::int16_t code);
+JoinGroupResponse join_error(kafka::error_code code, std::string member_id);
+SyncGroupResponse sync_error(kafka::error_code code);
 
 } // namespace skiff::broker::groups

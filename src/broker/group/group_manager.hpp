@@ -33,14 +33,14 @@ struct fetched_partition {
     std::int64_t offset = -1;
     std::int32_t leader_epoch = -1;
     std::string metadata;
-    std::int16_t error = kerr::none;
+    kafka::error_code error = kerr::none;
 };
 struct fetched_topic {
     std::string name;
     std::vector<fetched_partition> partitions;
 };
 struct fetched_group {
-    std::int16_t error = kerr::none;
+    kafka::error_code error = kerr::none;
     std::vector<fetched_topic> topics;
 };
 using topic_partitions = std::vector<std::pair<std::string, std::vector<std::int32_t>>>;
@@ -73,9 +73,9 @@ public:
                                                              const std::string& client_id,
                                                              const std::string& client_host);
     std::shared_ptr<oneshot<SyncGroupResponse>> handle_sync(const kafka::SyncGroupRequest& req, std::int16_t version);
-    std::int16_t handle_heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version);
+    kafka::error_code handle_heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version);
     // One member (by id, or by instance id when the id is empty) leaves `g`.
-    std::int16_t leave_one(group& g, std::string mid, const std::optional<std::string>& instance);
+    kafka::error_code leave_one(group& g, std::string mid, const std::optional<std::string>& instance);
 
     // Timer entry points (group.hpp's timers call these).
     void on_join_timer(group& g);
@@ -86,11 +86,11 @@ public:
     // ---- committed offsets (offset_store.cpp) ----
     // Kafka's GroupMetadata.validateOffsetCommit: kerr::none with `out` set, or the error for
     // every partition. May create the group (a standalone commit).
-    std::int16_t validate_commit(const kafka::OffsetCommitRequest& req, std::int16_t version, group*& out);
+    kafka::error_code validate_commit(const kafka::OffsetCommitRequest& req, std::int16_t version, group*& out);
     // Queues accepted entries for the group's next write; the slot gets the outcome.
-    std::shared_ptr<oneshot<std::int16_t>> enqueue_commit(group& g, offset_map entries);
+    std::shared_ptr<oneshot<kafka::error_code>> enqueue_commit(group& g, offset_map entries);
     // DeleteGroups for one group: waits for its write in flight, then removes its object.
-    runtime::task<std::int16_t> delete_one(std::string name);
+    runtime::task<kafka::error_code> delete_one(std::string name);
     // `topics` null: everything committed.
     fetched_group fetch_group(const std::string& gid, const std::optional<topic_partitions>& topics);
     // See group_coordinator::load.
@@ -104,9 +104,9 @@ private:
     std::string new_member_id(std::string_view prefix);
 
     void reset_session(member& m, std::optional<ms> timeout = std::nullopt);
-    void erase_member(group& g, const std::string& mid, std::int16_t code);
+    void erase_member(group& g, const std::string& mid, kafka::error_code code);
     void remove_member_and_update(group& g, const std::string& mid, std::string_view reason);
-    void reset_and_propagate_assignment_error(group& g, std::int16_t code);
+    void reset_and_propagate_assignment_error(group& g, kafka::error_code code);
     void propagate_assignment(group& g);
     void maybe_prepare_rebalance(group& g, std::string_view reason);
     void prepare_rebalance(group& g, std::string_view reason);

@@ -33,7 +33,7 @@ void group_manager::reset_session(member& m, std::optional<ms> timeout) {
 }
 
 // Removes a member, answering whatever it waits for with `code`.
-void group_manager::erase_member(group& g, const std::string& mid, std::int16_t code) {
+void group_manager::erase_member(group& g, const std::string& mid, kafka::error_code code) {
     auto it = g.members.find(mid);
     if (it == g.members.end()) return;
     std::unique_ptr<member> m = std::move(it->second);
@@ -70,7 +70,7 @@ void group_manager::remove_member_and_update(group& g, const std::string& mid, s
     }
 }
 
-void group_manager::reset_and_propagate_assignment_error(group& g, std::int16_t code) {
+void group_manager::reset_and_propagate_assignment_error(group& g, kafka::error_code code) {
     for (auto& [_, m] : g.members) {
         m->assignment.clear();
         if (m->sync_waiter) std::exchange(m->sync_waiter, nullptr)->set(sync_error(code));
@@ -331,7 +331,7 @@ std::shared_ptr<oneshot<JoinGroupResponse>> group_manager::handle_join(const kaf
                                                          const std::string& client_id,
                                                          const std::string& client_host) {
     auto slot = std::make_shared<oneshot<JoinGroupResponse>>();
-    auto fail = [&](std::int16_t code, const std::string& mid) {
+    auto fail = [&](kafka::error_code code, const std::string& mid) {
         slot->set(join_error(code, mid));
         return slot;
     };
@@ -431,7 +431,7 @@ std::shared_ptr<oneshot<JoinGroupResponse>> group_manager::handle_join(const kaf
 
 std::shared_ptr<oneshot<SyncGroupResponse>> group_manager::handle_sync(const kafka::SyncGroupRequest& req, std::int16_t version) {
     auto slot = std::make_shared<oneshot<SyncGroupResponse>>();
-    auto fail = [&](std::int16_t code) {
+    auto fail = [&](kafka::error_code code) {
         slot->set(sync_error(code));
         return slot;
     };
@@ -483,7 +483,7 @@ std::shared_ptr<oneshot<SyncGroupResponse>> group_manager::handle_sync(const kaf
     return slot;
 }
 
-std::int16_t group_manager::handle_heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version) {
+kafka::error_code group_manager::handle_heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version) {
     if (_closed) return kerr::coordinator_not_available;
     sweep();
     if (req.group_id.empty()) return kerr::invalid_group_id;
@@ -507,7 +507,7 @@ std::int16_t group_manager::handle_heartbeat(const kafka::HeartbeatRequest& req,
     return kerr::none;
 }
 
-std::int16_t group_manager::leave_one(group& g, std::string mid, const std::optional<std::string>& instance) {
+kafka::error_code group_manager::leave_one(group& g, std::string mid, const std::optional<std::string>& instance) {
     if (mid.empty() && instance) {
         auto s = g.static_members.find(*instance);
         if (s == g.static_members.end()) return kerr::unknown_member_id;

@@ -17,7 +17,7 @@
 namespace skiff::broker::groups {
 
 // Kafka's GroupMetadata.validateOffsetCommit. May create the group (a standalone commit).
-std::int16_t group_manager::validate_commit(const kafka::OffsetCommitRequest& req, std::int16_t version, group*& out) {
+kafka::error_code group_manager::validate_commit(const kafka::OffsetCommitRequest& req, std::int16_t version, group*& out) {
     out = nullptr;
     if (_closed) return kerr::coordinator_not_available;
     if (req.group_id.empty()) return kerr::invalid_group_id;
@@ -63,7 +63,7 @@ runtime::task<void> group_manager::write_loop(std::shared_ptr<group> g) {
         std::span<const char> bytes(body.data(), body.size());
         runtime::deadline_scope scope(now() + _cfg.offset_write_timeout);
         auto r = co_await _store.put(std::move(key), bytes, false, scope.token());
-        std::int16_t code = kerr::none;
+        kafka::error_code code = kerr::none;
         if (r) {
             g->offsets = std::move(next);
             _offset_commits += waiters.size();
@@ -78,8 +78,8 @@ runtime::task<void> group_manager::write_loop(std::shared_ptr<group> g) {
     for (auto& w : std::exchange(g->idle_waiters, {})) w->set();
 }
 
-std::shared_ptr<oneshot<std::int16_t>> group_manager::enqueue_commit(group& g, offset_map entries) {
-    auto slot = std::make_shared<oneshot<std::int16_t>>();
+std::shared_ptr<oneshot<kafka::error_code>> group_manager::enqueue_commit(group& g, offset_map entries) {
+    auto slot = std::make_shared<oneshot<kafka::error_code>>();
     for (auto& [topic, parts] : entries)
         for (auto& [p, o] : parts) g.next_write[topic][p] = std::move(o);
     g.write_waiters.push_back(slot);
@@ -102,7 +102,7 @@ std::shared_ptr<oneshot<std::int16_t>> group_manager::enqueue_commit(group& g, o
     return slot;
 }
 
-runtime::task<std::int16_t> group_manager::delete_one(std::string name) {
+runtime::task<kafka::error_code> group_manager::delete_one(std::string name) {
     if (_closed) co_return kerr::coordinator_not_available;
     if (name.empty()) co_return kerr::invalid_group_id;
     auto it = _groups.find(name);
@@ -144,7 +144,7 @@ runtime::task<std::int16_t> group_manager::delete_one(std::string name) {
 
 fetched_group group_manager::fetch_group(const std::string& gid, const std::optional<topic_partitions>& topics) {
     fetched_group out;
-    std::int16_t err = kerr::none;
+    kafka::error_code err = kerr::none;
     if (_closed)
         err = kerr::coordinator_not_available;
     else if (gid.empty())

@@ -17,7 +17,7 @@ namespace skiff::broker {
 namespace {
 
 struct read_outcome {
-    std::int16_t error = kerr::none;
+    kafka::error_code error = kerr::none;
     std::int64_t high_watermark = -1;
     std::int64_t log_start_offset = -1;
     std::string records;

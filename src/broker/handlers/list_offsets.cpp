@@ -13,7 +13,7 @@ namespace skiff::broker {
 namespace {
 
 struct offset_outcome {
-    std::int16_t error = kerr::none;
+    kafka::error_code error = kerr::none;
     std::int64_t offset = -1;
     std::int64_t timestamp = -1;
 };

@@ -18,13 +18,13 @@ namespace skiff::broker {
 namespace {
 
 struct produce_outcome {
-    std::int16_t error = kerr::none;
+    kafka::error_code error = kerr::none;
     std::string message;
     std::int64_t base_offset = -1;
     std::int64_t log_start_offset = -1;
 };
 
-std::int16_t append_error_code(storage::append_errc c) {
+kafka::error_code append_error_code(storage::append_errc c) {
     switch (c) {
     case storage::append_errc::corrupt_message: return kerr::corrupt_message;
     case storage::append_errc::unsupported_version: return kerr::unsupported_for_message_format;
@@ -36,7 +36,7 @@ std::int16_t append_error_code(storage::append_errc c) {
     return kerr::unknown_server_error;
 }
 
-std::int16_t verdict_error_code(producer_table::verdict v) {
+kafka::error_code verdict_error_code(producer_table::verdict v) {
     switch (v) {
     case producer_table::verdict::stale_epoch: return kerr::invalid_producer_epoch;
     case producer_table::verdict::out_of_order: return kerr::out_of_order_sequence_number;
@@ -144,7 +144,7 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
     const auto started = std::chrono::steady_clock::now();
     auto& m = sh.produce[req.acks == 0 ? 0 : (req.acks == 1 ? 1 : 2)];
     kafka::ProduceResponse r;
-    std::int16_t blanket = kerr::none;
+    kafka::error_code blanket = kerr::none;
     if (req.acks != 0 && req.acks != 1 && req.acks != -1) blanket = kerr::invalid_required_acks;
     if (req.transactional_id) blanket = kerr::transactional_id_authorization_failed;
     const std::int16_t acks = req.acks;
@@ -182,7 +182,7 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
                 pr.error_code = kerr::invalid_record;
                 pr.error_message = "the partition has no records";
             } else if (auto v = validate_produce(*pd.records, policy, now); !v) {
-                pr.error_code = static_cast<std::int16_t>(v.error().code);
+                pr.error_code = v.error().code;
                 pr.error_message = std::move(v.error().message);
                 for (auto& re : v.error().record_errors) {
                     kafka::ProduceResponse::BatchIndexAndErrorMessage e;

@@ -247,8 +247,8 @@ inline kafka::OffsetCommitRequest commit_req(std::string group, std::vector<std:
     return r;
 }
 
-inline std::vector<std::int16_t> commit_errors(const kafka::OffsetCommitResponse& r) {
-    std::vector<std::int16_t> out;
+inline std::vector<kafka::error_code> commit_errors(const kafka::OffsetCommitResponse& r) {
+    std::vector<kafka::error_code> out;
     for (const auto& t : r.topics)
         for (const auto& p : t.partitions) out.push_back(p.error_code);
     return out;

@@ -16,7 +16,7 @@ TEST_CASE("offset commit and fetch round trip", "[broker][group][offsets]") {
     e.run([](env* e) -> task<void> {
         auto req = commit_req("g", {{"orders", 0, 42}, {"orders", 1, 7}, {"audit", 3, 100}});
         auto r = co_await e->coord->commit_offsets(std::move(req), 8);
-        CHECK(commit_errors(r) == std::vector<std::int16_t>{0, 0, 0});
+        CHECK(commit_errors(r) == std::vector<kafka::error_code>{kerr::none, kerr::none, kerr::none});
         auto got = co_await fetch(e, "g", "orders:0,orders:1,orders:2,audit:3,x:0");
         CHECK(got == std::vector<std::int64_t>{42, 7, -1, 100, -1});
 
@@ -53,7 +53,7 @@ TEST_CASE("offset commit and fetch round trip", "[broker][group][offsets]") {
         // A later commit overwrites; the stored object holds it.
         auto req2 = commit_req("g", {{"orders", 0, 50}});
         auto r2 = co_await e->coord->commit_offsets(std::move(req2), 2);
-        CHECK(commit_errors(r2) == std::vector<std::int16_t>{0});
+        CHECK(commit_errors(r2) == std::vector<kafka::error_code>{kerr::none});
         auto got2 = co_await fetch(e, "g", "orders:0,orders:1");
         CHECK(got2 == std::vector<std::int64_t>{50, 7});
         CHECK(e->bucket->objects.count(group_offsets_key("test", "g")) == 1);
@@ -72,35 +72,35 @@ TEST_CASE("offset commit validation", "[broker][group][offsets]") {
         big.topics[0].partitions.push_back(big.topics[0].partitions[1]);
         big.topics[0].partitions[2].partition_index = -1;
         auto rb = co_await e->coord->commit_offsets(std::move(big), 8);
-        CHECK(commit_errors(rb) == std::vector<std::int16_t>{kerr::offset_metadata_too_large, kerr::none,
+        CHECK(commit_errors(rb) == std::vector<kafka::error_code>{kerr::offset_metadata_too_large, kerr::none,
                                                              kerr::unknown_topic_or_partition});
         auto empty_id = commit_req("", {{"t", 0, 1}});
         auto re = co_await e->coord->commit_offsets(std::move(empty_id), 8);
-        CHECK(commit_errors(re) == std::vector<std::int16_t>{kerr::invalid_group_id});
+        CHECK(commit_errors(re) == std::vector<kafka::error_code>{kerr::invalid_group_id});
         // A generation on a group this coordinator does not know.
         auto stale = commit_req("nope", {{"t", 0, 1}}, 3, "m");
         auto rs = co_await e->coord->commit_offsets(std::move(stale), 8);
-        CHECK(commit_errors(rs) == std::vector<std::int16_t>{kerr::illegal_generation});
+        CHECK(commit_errors(rs) == std::vector<kafka::error_code>{kerr::illegal_generation});
 
         auto j = co_await join_all(e, "cg", "c1,c2");
         // CompletingRebalance: retry after the rebalance.
         auto early = commit_req("cg", {{"t", 0, 1}}, 1, j[0].member_id);
         auto rr = co_await e->coord->commit_offsets(std::move(early), 8);
-        CHECK(commit_errors(rr) == std::vector<std::int16_t>{kerr::rebalance_in_progress});
+        CHECK(commit_errors(rr) == std::vector<kafka::error_code>{kerr::rebalance_in_progress});
         (void)co_await sync_all(e, "cg", j);
         auto good = commit_req("cg", {{"t", 0, 5}}, 1, j[1].member_id);
         auto rg = co_await e->coord->commit_offsets(std::move(good), 8);
-        CHECK(commit_errors(rg) == std::vector<std::int16_t>{kerr::none});
+        CHECK(commit_errors(rg) == std::vector<kafka::error_code>{kerr::none});
         auto wrong_gen = commit_req("cg", {{"t", 0, 6}}, 0, j[1].member_id);
         auto rw = co_await e->coord->commit_offsets(std::move(wrong_gen), 8);
-        CHECK(commit_errors(rw) == std::vector<std::int16_t>{kerr::illegal_generation});
+        CHECK(commit_errors(rw) == std::vector<kafka::error_code>{kerr::illegal_generation});
         auto unknown = commit_req("cg", {{"t", 0, 6}}, 1, "stranger");
         auto ru = co_await e->coord->commit_offsets(std::move(unknown), 8);
-        CHECK(commit_errors(ru) == std::vector<std::int16_t>{kerr::unknown_member_id});
+        CHECK(commit_errors(ru) == std::vector<kafka::error_code>{kerr::unknown_member_id});
         // A standalone commit into a group with members is refused.
         auto standalone = commit_req("cg", {{"t", 0, 6}});
         auto rsa = co_await e->coord->commit_offsets(std::move(standalone), 8);
-        CHECK(commit_errors(rsa) == std::vector<std::int16_t>{kerr::unknown_member_id});
+        CHECK(commit_errors(rsa) == std::vector<kafka::error_code>{kerr::unknown_member_id});
         auto got = co_await fetch(e, "cg", "t:0");
         CHECK(got == std::vector<std::int64_t>{5});
     }(&e));
@@ -120,7 +120,7 @@ TEST_CASE("concurrent commits of one group coalesce, one PUT at a time", "[broke
         for (int i = 0; i < 5; ++i) co_await pass_time(e, 10ms);
         for (auto& x : s) {
             REQUIRE(x->has_value());
-            CHECK(commit_errors(**x) == std::vector<std::int16_t>{0});
+            CHECK(commit_errors(**x) == std::vector<kafka::error_code>{kerr::none});
         }
         CHECK(e->store->stats().puts == 2); // the first alone, the other three together
         CHECK(e->store->stats().max_concurrent_puts == 1);
@@ -136,12 +136,12 @@ TEST_CASE("a failed offsets write is not reported as committed", "[broker][group
     e.run([](env* e) -> task<void> {
         auto first = commit_req("g", {{"t", 0, 1}});
         auto r1 = co_await e->coord->commit_offsets(std::move(first), 8);
-        CHECK(commit_errors(r1) == std::vector<std::int16_t>{0});
+        CHECK(commit_errors(r1) == std::vector<kafka::error_code>{kerr::none});
 
         e->store->add_fault(mem_fault_rule("put", "offsets.json", mem_fault::fail_transient, 1));
         auto failing = commit_req("g", {{"t", 0, 2}});
         auto r2 = co_await e->coord->commit_offsets(std::move(failing), 8);
-        CHECK(commit_errors(r2) == std::vector<std::int16_t>{kerr::coordinator_not_available});
+        CHECK(commit_errors(r2) == std::vector<kafka::error_code>{kerr::coordinator_not_available});
         auto got = co_await fetch(e, "g", "t:0");
         CHECK(got == std::vector<std::int64_t>{1});
 
@@ -153,14 +153,14 @@ TEST_CASE("a failed offsets write is not reported as committed", "[broker][group
         CHECK_FALSE(s->has_value());
         co_await pass_time(e, 2ms);
         REQUIRE(s->has_value());
-        CHECK(commit_errors(**s) == std::vector<std::int16_t>{kerr::request_timed_out});
+        CHECK(commit_errors(**s) == std::vector<kafka::error_code>{kerr::request_timed_out});
         auto got2 = co_await fetch(e, "g", "t:0");
         CHECK(got2 == std::vector<std::int64_t>{1});
 
         // The store works again: commits go through.
         auto ok = commit_req("g", {{"t", 0, 4}});
         auto r4 = co_await e->coord->commit_offsets(std::move(ok), 8);
-        CHECK(commit_errors(r4) == std::vector<std::int16_t>{0});
+        CHECK(commit_errors(r4) == std::vector<kafka::error_code>{kerr::none});
         auto got3 = co_await fetch(e, "g", "t:0");
         CHECK(got3 == std::vector<std::int64_t>{4});
         CHECK(e->coord->stats().offset_commits == 2);
@@ -174,7 +174,7 @@ TEST_CASE("committed offsets survive a restart; load honours ownership", "[broke
         for (const auto& g : names) {
             auto req = commit_req(g, {{"orders", 0, 11}, {"orders", 5, 55}}, -1, "", "meta\xfe");
             auto r = co_await e->coord->commit_offsets(std::move(req), 8);
-            CHECK(commit_errors(r) == std::vector<std::int16_t>{0, 0});
+            CHECK(commit_errors(r) == std::vector<kafka::error_code>{kerr::none, kerr::none});
         }
         co_await e->restart([](std::string_view id) { return id != "theirs"; });
         auto got = co_await fetch(e, "mine", "orders:0,orders:5,orders:1");
@@ -208,7 +208,7 @@ TEST_CASE("a corrupt offsets object is skipped on load", "[broker][group][offset
     e.run([](env* e) -> task<void> {
         auto req = commit_req("good", {{"t", 0, 9}});
         auto r = co_await e->coord->commit_offsets(std::move(req), 8);
-        CHECK(commit_errors(r) == std::vector<std::int16_t>{0});
+        CHECK(commit_errors(r) == std::vector<kafka::error_code>{kerr::none});
         e->bucket->objects[group_offsets_key("test", "bad")] = "{not json";
         e->bucket->objects[group_offsets_key("test", "v9")] = R"({"version":9,"group_id":"v9","offsets":[]})";
         e->bucket->objects[group_offsets_key("test", "shape")] =
@@ -284,7 +284,7 @@ TEST_CASE("a delete waits for the group's write in flight", "[broker][group][off
         for (int i = 0; i < 5; ++i) co_await pass_time(e, 10ms);
         REQUIRE(c->has_value());
         REQUIRE(d->has_value());
-        CHECK(commit_errors(**c) == std::vector<std::int16_t>{0});
+        CHECK(commit_errors(**c) == std::vector<kafka::error_code>{kerr::none});
         CHECK((*d)->results[0].error_code == kerr::none);
         CHECK(e->bucket->objects.empty());
     }(&e));

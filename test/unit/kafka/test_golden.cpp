@@ -101,7 +101,7 @@ TEST_CASE("ApiVersionsResponse v0 from a broker", "[kafka][golden]") {
         "001400000000");
     auto r = decode_message<ApiVersionsResponse>(sp(body), 0);
     REQUIRE(r);
-    CHECK(r->error_code == 0);
+    CHECK(r->error_code == error_code::none);
     REQUIRE(r->api_keys.size() == 21);
     CHECK(r->api_keys[1].api_key == 1);
     CHECK(r->api_keys[1].max_version == 3);
