@@ -1,5 +1,6 @@
 #include <skiff/broker/catalog.hpp>
 
+#include <skiff/core/hex.hpp>
 #include <skiff/core/log.hpp>
 
 #include <nlohmann/json.hpp>
@@ -50,13 +51,10 @@ std::string hex(const kafka::uuid& u) {
 std::optional<kafka::uuid> unhex(std::string_view s) {
     if (s.size() != 32) return std::nullopt;
     kafka::uuid u;
-    auto nib = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        return -1;
-    };
     for (std::size_t i = 0; i < 16; ++i) {
-        int a = nib(s[2 * i]), b = nib(s[2 * i + 1]);
+        // Lower case only, as hex() writes it: a catalog object edited by hand is refused.
+        const int a = hex_digit_value(s[2 * i], hex_case::lower);
+        const int b = hex_digit_value(s[2 * i + 1], hex_case::lower);
         if (a < 0 || b < 0) return std::nullopt;
         u.bytes[i] = static_cast<std::uint8_t>(a << 4 | b);
     }

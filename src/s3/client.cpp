@@ -1,5 +1,7 @@
 #include <skiff/core/base64.hpp>
+#include <skiff/core/endian.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/core/parse_int.hpp>
 #include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
@@ -9,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 
 namespace skiff::s3 {
 
@@ -22,13 +23,6 @@ error make_error(errc code, std::string message) {
     e.code = code;
     e.message = std::move(message);
     return e;
-}
-
-std::optional<std::uint64_t> parse_u64(std::string_view s) {
-    std::uint64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
-    return v;
 }
 
 backoff_time_point to_backoff(runtime::time_point t) { return backoff_time_point(t.time_since_epoch()); }
@@ -325,10 +319,9 @@ runtime::task<result<put_result, error>> client::put_object(std::string_view buc
     if (!opts.content_type.empty()) spec.headers.push_back({"content-type", opts.content_type});
     if (opts.if_none_match) spec.headers.push_back({"if-none-match", "*"});
     if (opts.crc32c) {
-        const std::uint32_t v = *opts.crc32c;
-        const char be[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-                            static_cast<char>(v)};
-        spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(be, 4))});
+        char crc[4];
+        be::write_u32(crc, *opts.crc32c); // the header carries the checksum's big-endian bytes
+        spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(crc, 4))});
     }
     auto resp = co_await execute(op_kind::put, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
