@@ -35,12 +35,6 @@ unsigned group_owner(std::string_view group, unsigned cores) noexcept {
 }
 
 namespace {
-storage::log_config log_config_for(const shard& sh) {
-    storage::log_config c = sh.cfg().log;
-    c.ns = sh.cfg().ns;
-    return c;
-}
-
 // Deletes every object under `prefix` (a partition's or a topic's). Pages are re-listed from
 // the start because deleting changes what follows.
 runtime::task<result<void, storage::store_error>> remove_prefix(storage::object_store& store, std::string prefix,
@@ -76,7 +70,7 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
         auto sem = std::make_shared<runtime::semaphore>(0, "partition-open");
         sh.opening.emplace(key, sem);
         storage::partition_id id(topic, partition);
-        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, id, log_config_for(sh));
+        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, sh.cfg().ns, id, sh.cfg().log);
         sh.opening.erase(key);
         sem->broken(); // wakes every waiter; they look again
         if (!opened) {

@@ -83,7 +83,8 @@ public:
     using commit_fn = std::function<void(const flush_job&)>;
 
     // `gate` runs the uploads and stops them at close; `stats` gets flushes, bytes and retries.
-    flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+    flush_pipeline(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                   const log_config& cfg,
                    runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed);
     flush_pipeline(const flush_pipeline&) = delete;
     flush_pipeline& operator=(const flush_pipeline&) = delete;
@@ -127,6 +128,7 @@ private:
 
     object_store& _store;
     io_budget& _budget;
+    const std::string& _ns;
     const partition_id& _id;
     const log_config& _cfg;
     runtime::gate& _gate;

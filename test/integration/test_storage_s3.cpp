@@ -76,7 +76,7 @@ log_config cfg_for_tests() {
 }
 
 task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, partition_id id, log_config cfg) {
-    auto l = co_await partition_log::open(*store, *budget, id, std::move(cfg));
+    auto l = co_await partition_log::open(*store, *budget, "default", id, std::move(cfg));
     INFO((l ? std::string() : l.error().message));
     REQUIRE(l.has_value());
     co_return std::move(*l);

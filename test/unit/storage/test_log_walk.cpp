@@ -32,7 +32,7 @@ log_config small_segments() {
 
 // Appends ten batches of three records: offsets 0..29.
 task<std::unique_ptr<partition_log>> filled_log(object_store* store, io_budget* budget) {
-    auto l = co_await partition_log::open(*store, *budget, partition_id("walk", 1), small_segments());
+    auto l = co_await partition_log::open(*store, *budget, "default", partition_id("walk", 1), small_segments());
     REQUIRE(l.has_value());
     auto log = std::move(*l);
     for (int i = 0; i < 10; ++i) {

@@ -46,7 +46,7 @@ log_config test_config() {
 }
 
 task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, partition_id pid) {
-    auto l = co_await partition_log::open(*store, *budget, pid, test_config());
+    auto l = co_await partition_log::open(*store, *budget, "default", pid, test_config());
     REQUIRE(l.has_value());
     co_return std::move(*l);
 }

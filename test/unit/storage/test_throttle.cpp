@@ -73,7 +73,7 @@ log_config log_cfg() {
 }
 
 task<std::unique_ptr<partition_log>> open_log(object_store& store, io_budget& budget, partition_id pid) {
-    auto l = co_await partition_log::open(store, budget, pid, log_cfg());
+    auto l = co_await partition_log::open(store, budget, "default", pid, log_cfg());
     REQUIRE(l.has_value());
     co_return std::move(*l);
 }
