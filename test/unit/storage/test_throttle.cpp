@@ -2,6 +2,7 @@
 // through the stores' throttle observer, with the S3 store on the in-process fake S3, and
 // end to end through a partition log's flush uploads, the only retry loop of a flush.
 #include "fake_s3.hpp"
+#include "fake_s3_client.hpp"
 #include "log_audit.hpp"
 #include "log_fixtures.hpp"
 #include "run_task.hpp"
@@ -34,13 +35,8 @@ namespace {
 std::span<const char> bytes(const std::string& s) { return {s.data(), s.size()}; }
 
 s3::client_config config_for(const fake_s3& srv) {
-    s3::client_config cfg;
-    cfg.endpoint = srv.endpoint();
-    cfg.path_style = true;
+    s3::client_config cfg = skiff::test::fake_s3_client_config(srv);
     cfg.creds = {"AKIDTHROTTLE", "throttle/secret", ""};
-    cfg.retry.base = 1ms;
-    cfg.retry.cap = 5ms;
-    cfg.retry.max_attempts = 6;
     cfg.attempt_timeout = 5s;
     cfg.operation_deadline = 20s;
     cfg.backoff_seed = 3;
