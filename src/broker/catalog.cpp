@@ -39,15 +39,7 @@ std::string topic_key(std::string_view ns, std::string_view topic) {
 }
 
 namespace {
-std::string hex(const kafka::uuid& u) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    for (auto b : u.bytes) {
-        out.push_back(digits[b >> 4]);
-        out.push_back(digits[b & 15]);
-    }
-    return out;
-}
+std::string hex(const kafka::uuid& u) { return hex_encode(u.bytes); }
 std::optional<kafka::uuid> unhex(std::string_view s) {
     if (s.size() != 32) return std::nullopt;
     kafka::uuid u;

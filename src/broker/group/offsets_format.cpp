@@ -5,6 +5,7 @@
 #include <skiff/broker/group_coordinator.hpp>
 #include <skiff/core/base64.hpp>
 #include <skiff/core/hash.hpp>
+#include <skiff/core/hex.hpp>
 #include <skiff/core/percent.hpp>
 
 #include <fmt/format.h>
@@ -214,7 +215,6 @@ namespace skiff::broker {
 using groups::groups_prefix;
 
 std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
-    static constexpr char hexdig[] = "0123456789ABCDEF";
     std::string esc;
     esc.reserve(group_id.size());
     for (std::size_t i = 0; i < group_id.size(); ++i) {
@@ -222,10 +222,8 @@ std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
         if (groups::escape_plain(c, i)) {
             esc.push_back(c);
         } else {
-            auto u = static_cast<unsigned char>(c);
             esc.push_back('%');
-            esc.push_back(hexdig[u >> 4]);
-            esc.push_back(hexdig[u & 15]);
+            append_hex(esc, static_cast<std::uint8_t>(c), hex_case::upper);
         }
     }
     if (esc.empty()) esc.push_back('%'); // no group has an empty id; still a valid key, never loaded

@@ -28,3 +28,26 @@ TEST_CASE("hex_digit_value: the caller may insist on one case", "[core][hex]") {
     CHECK(hex_digit_value('c', hex_case::upper) == -1);
     static_assert(hex_digit_value('e', hex_case::lower) == 14); // usable at compile time
 }
+
+TEST_CASE("hex_digit and append_hex write the case asked for", "[core][hex]") {
+    CHECK(hex_digit(0) == '0');
+    CHECK(hex_digit(9) == '9');
+    CHECK(hex_digit(10) == 'a');
+    CHECK(hex_digit(15) == 'f');
+    CHECK(hex_digit(11, hex_case::upper) == 'B');
+    CHECK(hex_digit(11, hex_case::either) == 'b');
+    std::string out = "%";
+    append_hex(out, 0x2f, hex_case::upper);
+    append_hex(out, 0xa0);
+    append_hex(out, 0x07);
+    CHECK(out == "%2Fa007");
+    // Every byte survives a round trip through its two digits, in either case.
+    for (unsigned b = 0; b < 256; ++b) {
+        for (auto letters : {hex_case::lower, hex_case::upper}) {
+            std::string two;
+            append_hex(two, static_cast<std::uint8_t>(b), letters);
+            REQUIRE(two.size() == 2);
+            CHECK(hex_digit_value(two[0], letters) * 16 + hex_digit_value(two[1], letters) == static_cast<int>(b));
+        }
+    }
+}
