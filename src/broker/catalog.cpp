@@ -2,6 +2,7 @@
 
 #include <skiff/core/hex.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/core/uuid.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -59,15 +60,8 @@ kafka::uuid random_uuid() {
     // kernel is enough. Version-4 bits as Kafka sets them.
     thread_local std::mt19937_64 rng{std::random_device{}()};
     kafka::uuid u;
-    for (;;) {
-        for (std::size_t i = 0; i < 16; i += 8) {
-            auto v = rng();
-            for (std::size_t j = 0; j < 8; ++j) u.bytes[i + j] = static_cast<std::uint8_t>(v >> (8 * j));
-        }
-        u.bytes[6] = static_cast<std::uint8_t>((u.bytes[6] & 0x0f) | 0x40);
-        u.bytes[8] = static_cast<std::uint8_t>((u.bytes[8] & 0x3f) | 0x80);
-        if (!u.is_zero()) return u;
-    }
+    u.bytes = random_uuid_v4(rng); // never zero: the version bits are set
+    return u;
 }
 
 // Format (version 1):
