@@ -137,7 +137,7 @@ struct client::attempt_spec {
     query_params query;
     std::vector<header> headers;
     std::span<const char> body;
-    std::string payload_hash;
+    std::string payload_hash{empty_payload_sha256}; // what every request without a body signs
     bool ranged = false; // GET with a Range header (metrics label only)
 };
 
@@ -308,11 +308,7 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
 runtime::task<result<put_result, error>> client::put_object(std::string_view bucket, std::string_view key,
                                                             std::span<const char> body, put_options opts,
                                                             std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "PUT";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.body = body;
+    attempt_spec spec{.method = "PUT", .bucket = bucket, .key = key, .body = body};
     spec.payload_hash = _cfg.unsigned_payload ? std::string(unsigned_payload)
                                               : sha256_hex(std::string_view(body.data(), body.size()));
     spec.headers.push_back({"content-length", std::to_string(body.size())});
@@ -333,11 +329,7 @@ runtime::task<result<put_result, error>> client::put_object(std::string_view buc
 runtime::task<result<get_result, error>> client::get_object(std::string_view bucket, std::string_view key,
                                                             std::optional<byte_range> range, request_options opts,
                                                             std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "GET";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "GET", .bucket = bucket, .key = key};
     if (range) spec.headers.push_back({"range", range->header_value()});
     spec.ranged = range.has_value();
     auto resp = co_await execute(op_kind::get, spec, opts, st);
@@ -366,11 +358,7 @@ runtime::task<result<get_result, error>> client::get_object(std::string_view buc
 
 runtime::task<result<object_meta, error>> client::head_object(std::string_view bucket, std::string_view key,
                                                                request_options opts, std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "HEAD";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "HEAD", .bucket = bucket, .key = key};
     auto resp = co_await execute(op_kind::head, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
     object_meta m;
@@ -385,11 +373,7 @@ runtime::task<result<object_meta, error>> client::head_object(std::string_view b
 
 runtime::task<result<void, error>> client::delete_object(std::string_view bucket, std::string_view key,
                                                          request_options opts, std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "DELETE";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "DELETE", .bucket = bucket, .key = key};
     auto resp = co_await execute(op_kind::del, spec, opts, st);
     if (!resp) {
         if (resp.error().code == errc::not_found && resp.error().s3_code != "NoSuchBucket") co_return ok();
@@ -400,10 +384,7 @@ runtime::task<result<void, error>> client::delete_object(std::string_view bucket
 
 runtime::task<result<list_page, error>> client::list_objects_v2(std::string_view bucket, list_request req,
                                                                 request_options opts, std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "GET";
-    spec.bucket = bucket;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "GET", .bucket = bucket};
     spec.query.emplace_back("list-type", "2");
     // URL-encoded keys survive XML even when they hold characters XML 1.0 cannot carry.
     spec.query.emplace_back("encoding-type", "url");
