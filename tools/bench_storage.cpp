@@ -136,7 +136,7 @@ task<cell_result> run_cell(cell c, int producers, double seconds) {
     cfg.append_timeout = 60s;
     std::vector<std::unique_ptr<partition_log>> logs;
     for (int p = 0; p < c.partitions; ++p) {
-        auto l = co_await partition_log::open(store, budget, partition_id("bench", p), cfg);
+        auto l = co_await partition_log::open(store, budget, "default", partition_id("bench", p), cfg);
         if (!l) throw std::runtime_error(l.error().message);
         logs.push_back(std::move(*l));
     }
@@ -272,7 +272,7 @@ task<void> run_restore(int segments, int store_ms) {
     store.set_latency(std::chrono::milliseconds(store_ms));
     io_budget budget(64, nullptr);
     auto t0 = std::chrono::steady_clock::now();
-    auto log = co_await partition_log::open(store, budget, pid, log_config());
+    auto log = co_await partition_log::open(store, budget, "default", pid, log_config());
     auto t1 = std::chrono::steady_clock::now();
     if (!log) throw std::runtime_error(log.error().message);
     std::printf("| %d | %d | %.1f | %llu | %llu | %lld |\n", segments, store_ms,

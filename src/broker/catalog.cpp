@@ -1,6 +1,8 @@
 #include <skiff/broker/catalog.hpp>
 
+#include <skiff/core/hex.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/core/uuid.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -38,25 +40,14 @@ std::string topic_key(std::string_view ns, std::string_view topic) {
 }
 
 namespace {
-std::string hex(const kafka::uuid& u) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    for (auto b : u.bytes) {
-        out.push_back(digits[b >> 4]);
-        out.push_back(digits[b & 15]);
-    }
-    return out;
-}
+std::string hex(const kafka::uuid& u) { return hex_encode(u.bytes); }
 std::optional<kafka::uuid> unhex(std::string_view s) {
     if (s.size() != 32) return std::nullopt;
     kafka::uuid u;
-    auto nib = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        return -1;
-    };
     for (std::size_t i = 0; i < 16; ++i) {
-        int a = nib(s[2 * i]), b = nib(s[2 * i + 1]);
+        // Lower case only, as hex() writes it: a catalog object edited by hand is refused.
+        const int a = hex_digit_value(s[2 * i], hex_case::lower);
+        const int b = hex_digit_value(s[2 * i + 1], hex_case::lower);
         if (a < 0 || b < 0) return std::nullopt;
         u.bytes[i] = static_cast<std::uint8_t>(a << 4 | b);
     }
@@ -69,15 +60,8 @@ kafka::uuid random_uuid() {
     // kernel is enough. Version-4 bits as Kafka sets them.
     thread_local std::mt19937_64 rng{std::random_device{}()};
     kafka::uuid u;
-    for (;;) {
-        for (std::size_t i = 0; i < 16; i += 8) {
-            auto v = rng();
-            for (std::size_t j = 0; j < 8; ++j) u.bytes[i + j] = static_cast<std::uint8_t>(v >> (8 * j));
-        }
-        u.bytes[6] = static_cast<std::uint8_t>((u.bytes[6] & 0x0f) | 0x40);
-        u.bytes[8] = static_cast<std::uint8_t>((u.bytes[8] & 0x3f) | 0x80);
-        if (!u.is_zero()) return u;
-    }
+    u.bytes = random_uuid_v4(rng); // never zero: the version bits are set
+    return u;
 }
 
 // Format (version 1):

@@ -40,7 +40,6 @@ unsigned group_owner(std::string_view group, unsigned cores) noexcept {
 namespace {
 storage::log_config log_config_for(const shard& sh, const cluster::claim* claim) {
     storage::log_config c = sh.cfg().log;
-    c.ns = sh.cfg().ns;
     if (claim) {
         // docs/cluster.md, "Fencing": batches carry the owner's epoch; after an unclean
         // takeover the offsets continue past a gap the deposed owner's late uploads cannot cross.
@@ -101,7 +100,7 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
         auto sem = std::make_shared<runtime::semaphore>(0, "partition-open");
         sh.opening.emplace(key, sem);
         storage::partition_id id(topic, partition);
-        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, id, log_config_for(sh, claim));
+        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, sh.cfg().ns, id, log_config_for(sh, claim));
         sh.opening.erase(key);
         sem->broken(); // wakes every waiter; they look again
         if (!opened) {

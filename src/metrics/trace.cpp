@@ -1,4 +1,5 @@
 #include <skiff/metrics/trace.hpp>
+#include <skiff/core/hex.hpp>
 #include <skiff/runtime/reactor.hpp>
 
 #include <atomic>
@@ -64,10 +65,9 @@ std::int64_t trace_epoch_unix_ns() noexcept { return epoch().unix_ns; }
 
 std::string format_id(std::uint64_t id) {
     if (id == 0) return {};
-    static constexpr char digits[] = "0123456789abcdef";
     std::string s(16, '0');
     for (int i = 15; i >= 0; --i) {
-        s[static_cast<std::size_t>(i)] = digits[id & 0xf];
+        s[static_cast<std::size_t>(i)] = hex_digit(static_cast<unsigned>(id & 0xf));
         id >>= 4;
     }
     return s;

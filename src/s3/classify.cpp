@@ -7,6 +7,8 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include <skiff/core/ascii.hpp>
+#include <skiff/core/printable.hpp>
 #include <skiff/s3/xml.hpp>
 
 namespace skiff::s3 {
@@ -14,30 +16,6 @@ namespace skiff::s3 {
 namespace {
 
 // --- helpers shared by both classifiers ----------------------------------------------------
-
-bool contains_ci(std::string_view hay, std::string_view needle) {
-    if (needle.empty()) return true;
-    if (hay.size() < needle.size()) return false;
-    auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-    for (std::size_t i = 0; i + needle.size() <= hay.size(); ++i) {
-        std::size_t j = 0;
-        while (j < needle.size() && lower(hay[i + j]) == lower(needle[j])) ++j;
-        if (j == needle.size()) return true;
-    }
-    return false;
-}
-
-// Names (keys, buckets, hosts, request ids) are echoed as they are, only bounded and made
-// printable: a key called "secret" is still a key.
-std::string printable(std::string_view s, std::size_t limit = 200) {
-    std::string out;
-    for (char c : s.substr(0, limit)) {
-        const auto u = static_cast<unsigned char>(c);
-        out += (u < 0x20 || u == 0x7f) ? '?' : c;
-    }
-    if (s.size() > limit) out += "...";
-    return out;
-}
 
 // Text from the server or from libcurl goes into operator-facing messages; it is untrusted.
 // Anything that smells of signing material is withheld as a whole (cutting it out precisely
@@ -48,23 +26,24 @@ std::string sanitize(std::string_view s, std::size_t limit = 200) {
         "awsaccesskeyid", "secret",      "authorization:",
     };
     for (auto marker : secrets) {
-        if (contains_ci(s, marker)) return "(details withheld: they may contain credentials)";
+        if (icontains(s, marker)) return "(details withheld: they may contain credentials)";
     }
-    std::string out;
-    for (std::size_t i = 0; i < s.size() && out.size() < limit; ++i) {
-        const auto u = static_cast<unsigned char>(s[i]);
+    std::string kept;
+    for (std::size_t i = 0; i < s.size() && kept.size() < limit; ++i) {
         if (s.compare(i, 3, "://") == 0) {
             // Drop "user:pass@" after a scheme; a password may hold a raw '/', so only
             // whitespace ends the search.
             const auto end = s.find_first_of(" \t", i + 3);
             const auto at = s.find('@', i + 3);
-            out += "://";
+            kept += "://";
             i += 2;
             if (at != std::string_view::npos && (end == std::string_view::npos || at < end)) i = at;
             continue;
         }
-        out += (u < 0x20 || u == 0x7f) ? ' ' : s[i];
+        kept += s[i];
     }
+    // Unlimited here: the loop above bounded it, and "..." goes after the trimming below.
+    std::string out = printable(kept, std::string::npos, ' ');
     while (!out.empty() && (out.back() == ' ' || out.back() == '.')) out.pop_back();
     if (s.size() > limit) out += "...";
     return out;
@@ -372,9 +351,9 @@ endpoint_parts split_endpoint(std::string_view endpoint) {
     out.host = printable(host, 255);
     out.authority = printable(endpoint, 255);
     if (!has_port && !out.authority.empty()) {
-        if (contains_ci(scheme, "https") && scheme.size() == 5)
+        if (icontains(scheme, "https") && scheme.size() == 5)
             out.authority += ":443";
-        else if (contains_ci(scheme, "http") && scheme.size() == 4)
+        else if (icontains(scheme, "http") && scheme.size() == 4)
             out.authority += ":80";
     }
     if (out.authority.empty()) out.authority = "the S3 endpoint";
@@ -387,10 +366,10 @@ std::string detail(std::string_view curl_message) {
 }
 
 std::string connect_reason(std::string_view m) {
-    if (contains_ci(m, "no route to host")) return "no route to host";
-    if (contains_ci(m, "network is unreachable")) return "network is unreachable";
-    if (contains_ci(m, "timed out") || contains_ci(m, "timeout")) return "connection timed out";
-    if (contains_ci(m, "permission denied")) return "permission denied";
+    if (icontains(m, "no route to host")) return "no route to host";
+    if (icontains(m, "network is unreachable")) return "network is unreachable";
+    if (icontains(m, "timed out") || icontains(m, "timeout")) return "connection timed out";
+    if (icontains(m, "permission denied")) return "permission denied";
     // libcurl 7.88 reports a refused connection as "Couldn't connect to server", losing the
     // errno; refused is by far the common cause.
     return "connection refused";
@@ -458,9 +437,9 @@ error classify_transport(int curl_code, std::string_view curl_message, std::stri
         return out(errc::retryable, fmt::format("response from {} ended before its announced length{}", at,
                                                 detail(curl_message)));
     case CURLE_SSL_CONNECT_ERROR:
-        if (contains_ci(curl_message, "wrong version number") ||
-            contains_ci(curl_message, "unknown protocol") ||
-            contains_ci(curl_message, "packet length too long")) {
+        if (icontains(curl_message, "wrong version number") ||
+            icontains(curl_message, "unknown protocol") ||
+            icontains(curl_message, "packet length too long")) {
             return out(errc::config, fmt::format("TLS handshake with {} failed: the endpoint does not "
                                                  "speak TLS (check http:// versus https://)",
                                                  at));

@@ -1,5 +1,7 @@
 #include <skiff/core/base64.hpp>
+#include <skiff/core/endian.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/core/parse_int.hpp>
 #include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
@@ -9,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 
 namespace skiff::s3 {
 
@@ -22,13 +23,6 @@ error make_error(errc code, std::string message) {
     e.code = code;
     e.message = std::move(message);
     return e;
-}
-
-std::optional<std::uint64_t> parse_u64(std::string_view s) {
-    std::uint64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size() || s.empty()) return std::nullopt;
-    return v;
 }
 
 backoff_time_point to_backoff(runtime::time_point t) { return backoff_time_point(t.time_since_epoch()); }
@@ -143,7 +137,7 @@ struct client::attempt_spec {
     query_params query;
     std::vector<header> headers;
     std::span<const char> body;
-    std::string payload_hash;
+    std::string payload_hash{empty_payload_sha256}; // what every request without a body signs
     bool ranged = false; // GET with a Range header (metrics label only)
 };
 
@@ -314,21 +308,16 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
 runtime::task<result<put_result, error>> client::put_object(std::string_view bucket, std::string_view key,
                                                             std::span<const char> body, put_options opts,
                                                             std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "PUT";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.body = body;
+    attempt_spec spec{.method = "PUT", .bucket = bucket, .key = key, .body = body};
     spec.payload_hash = _cfg.unsigned_payload ? std::string(unsigned_payload)
                                               : sha256_hex(std::string_view(body.data(), body.size()));
     spec.headers.push_back({"content-length", std::to_string(body.size())});
     if (!opts.content_type.empty()) spec.headers.push_back({"content-type", opts.content_type});
     if (opts.if_none_match) spec.headers.push_back({"if-none-match", "*"});
     if (opts.crc32c) {
-        const std::uint32_t v = *opts.crc32c;
-        const char be[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
-                            static_cast<char>(v)};
-        spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(be, 4))});
+        char crc[4];
+        be::write_u32(crc, *opts.crc32c); // the header carries the checksum's big-endian bytes
+        spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(crc, 4))});
     }
     auto resp = co_await execute(op_kind::put, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
@@ -340,11 +329,7 @@ runtime::task<result<put_result, error>> client::put_object(std::string_view buc
 runtime::task<result<get_result, error>> client::get_object(std::string_view bucket, std::string_view key,
                                                             std::optional<byte_range> range, request_options opts,
                                                             std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "GET";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "GET", .bucket = bucket, .key = key};
     if (range) spec.headers.push_back({"range", range->header_value()});
     spec.ranged = range.has_value();
     auto resp = co_await execute(op_kind::get, spec, opts, st);
@@ -373,11 +358,7 @@ runtime::task<result<get_result, error>> client::get_object(std::string_view buc
 
 runtime::task<result<object_meta, error>> client::head_object(std::string_view bucket, std::string_view key,
                                                                request_options opts, std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "HEAD";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "HEAD", .bucket = bucket, .key = key};
     auto resp = co_await execute(op_kind::head, spec, opts, st);
     if (!resp) co_return failure{std::move(resp).error()};
     object_meta m;
@@ -392,11 +373,7 @@ runtime::task<result<object_meta, error>> client::head_object(std::string_view b
 
 runtime::task<result<void, error>> client::delete_object(std::string_view bucket, std::string_view key,
                                                          request_options opts, std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "DELETE";
-    spec.bucket = bucket;
-    spec.key = key;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "DELETE", .bucket = bucket, .key = key};
     auto resp = co_await execute(op_kind::del, spec, opts, st);
     if (!resp) {
         if (resp.error().code == errc::not_found && resp.error().s3_code != "NoSuchBucket") co_return ok();
@@ -407,10 +384,7 @@ runtime::task<result<void, error>> client::delete_object(std::string_view bucket
 
 runtime::task<result<list_page, error>> client::list_objects_v2(std::string_view bucket, list_request req,
                                                                 request_options opts, std::stop_token st) {
-    attempt_spec spec;
-    spec.method = "GET";
-    spec.bucket = bucket;
-    spec.payload_hash = std::string(empty_payload_sha256);
+    attempt_spec spec{.method = "GET", .bucket = bucket};
     spec.query.emplace_back("list-type", "2");
     // URL-encoded keys survive XML even when they hold characters XML 1.0 cannot carry.
     spec.query.emplace_back("encoding-type", "url");

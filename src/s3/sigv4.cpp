@@ -1,6 +1,7 @@
 #include <skiff/s3/sigv4.hpp>
 
 #include <skiff/core/ascii.hpp>
+#include <skiff/core/hex.hpp>
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
@@ -135,14 +136,7 @@ std::string signature_of(const credentials& creds, std::string_view day, const s
 } // namespace
 
 std::string hex(std::span<const uint8_t> bytes) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    out.reserve(bytes.size() * 2);
-    for (uint8_t b : bytes) {
-        out.push_back(digits[b >> 4]);
-        out.push_back(digits[b & 0x0f]);
-    }
-    return out;
+    return hex_encode(bytes); // SigV4 wants lower case (AWS "Hex" function)
 }
 
 digest sha256(std::string_view bytes) {

@@ -1,6 +1,7 @@
 #include <skiff/s3/uri.hpp>
 
 #include <skiff/core/ascii.hpp>
+#include <skiff/core/hex.hpp>
 #include <skiff/core/percent.hpp>
 
 #include <arpa/inet.h>
@@ -12,8 +13,6 @@
 namespace skiff::s3 {
 
 namespace {
-
-constexpr char hex_upper[] = "0123456789ABCDEF";
 
 bool is_unreserved(unsigned char c) {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
@@ -59,8 +58,7 @@ std::string uri_encode(std::string_view s, bool encode_slash) {
             out.push_back(ch);
         } else {
             out.push_back('%');
-            out.push_back(hex_upper[c >> 4]);
-            out.push_back(hex_upper[c & 0x0f]);
+            append_hex(out, c, hex_case::upper); // RFC 3986 2.1: upper case
         }
     }
     return out;

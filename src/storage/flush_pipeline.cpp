@@ -8,10 +8,10 @@
 
 namespace skiff::storage::detail {
 
-flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
-                               runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed,
-                               fenced_fn on_fenced)
-    : _store(store), _budget(budget), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats),
+flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                               const log_config& cfg, runtime::gate& gate, log_instruments& m, log_stats& stats,
+                               commit_fn on_committed, fenced_fn on_fenced)
+    : _store(store), _budget(budget), _ns(ns), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats),
       _on_committed(std::move(on_committed)), _on_fenced(std::move(on_fenced)), _flush_timer([this] { maybe_flush(); }), _upload_backoff(_cfg.retry_base, _cfg.retry_cap) {
     _buffered_g.bind(m.buffered_bytes);
     _uploading_g.bind(m.flushes_in_flight);
@@ -171,7 +171,7 @@ void flush_pipeline::maybe_flush() {
 // transient failures (resets, 500s) must not shrink it, and counting here too would halve
 // it twice for one SlowDown.
 runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
-    const std::string key = which == 0 ? segment_key(_cfg.ns, _id, job->base) : index_key(_cfg.ns, _id, job->base);
+    const std::string key = which == 0 ? segment_key(_ns, _id, job->base) : index_key(_ns, _id, job->base);
     std::shared_ptr<const std::string> body = which == 0 ? job->kfs : job->index;
     const auto kind = which == 0 ? key_kind::kfs : key_kind::index;
     std::stop_token st = _gate.stop_token();
@@ -280,7 +280,7 @@ runtime::task<void> flush_pipeline::remove_half_pair(flush_job* job) {
     for (int which = 0; which < 2; ++which) {
         if (!job->stored[which] || !job->theirs[1 - which]) continue;
         const std::string key =
-            which == 0 ? segment_key(_cfg.ns, _id, job->base) : index_key(_cfg.ns, _id, job->base);
+            which == 0 ? segment_key(_ns, _id, job->base) : index_key(_ns, _id, job->base);
         auto st = _gate.stop_token();
         auto permit = co_await _budget.acquire(io_budget::priority::high, st);
         if (!permit) co_return;

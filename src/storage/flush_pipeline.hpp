@@ -92,9 +92,9 @@ public:
 
     // `gate` runs the uploads and stops them at close; `stats` gets flushes, bytes and retries.
     // on_fenced is called once, from inside an upload, after fence() did its work.
-    flush_pipeline(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
-                   runtime::gate& gate, log_instruments& m, log_stats& stats, commit_fn on_committed,
-                   fenced_fn on_fenced);
+    flush_pipeline(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                   const log_config& cfg, runtime::gate& gate, log_instruments& m, log_stats& stats,
+                   commit_fn on_committed, fenced_fn on_fenced);
     flush_pipeline(const flush_pipeline&) = delete;
     flush_pipeline& operator=(const flush_pipeline&) = delete;
 
@@ -150,6 +150,7 @@ private:
 
     object_store& _store;
     io_budget& _budget;
+    const std::string& _ns;
     const partition_id& _id;
     const log_config& _cfg;
     runtime::gate& _gate;

@@ -9,13 +9,13 @@
 
 namespace skiff::storage::detail {
 
-runtime::task<result<restored_log, store_error>> restore(object_store& store, const partition_id& id,
-                                                         const log_config& cfg, log_instruments& m) {
+runtime::task<result<restored_log, store_error>> restore(object_store& store, const std::string& ns,
+                                                         const partition_id& id, log_instruments& m) {
     restored_log out;
     auto& report = out.report;
     auto& segments = out.segments;
     std::int64_t next_offset = 0;
-    const std::string prefix = partition_prefix(cfg.ns, id);
+    const std::string prefix = partition_prefix(ns, id);
     std::map<std::int64_t, std::uint64_t> kfs;
     std::map<std::int64_t, bool> idx;
     std::string token;
@@ -82,7 +82,7 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
         auto footer_span = trace.child("footer");
         footer_span.set("segment", newest.base);
         const auto t0 = m.now();
-        auto tail = co_await store.get(segment_key(cfg.ns, id, newest.base), byte_range::suffix(segment_footer_size), {});
+        auto tail = co_await store.get(segment_key(ns, id, newest.base), byte_range::suffix(segment_footer_size), {});
         m.store_done(store_op::get_range, key_kind::kfs, t0, 0, tail ? tail->data.size() : 0,
                      tail ? nullptr : &tail.error());
         footer_span.set("status", tail ? "ok" : to_string(tail.error().code));
@@ -135,7 +135,8 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
     co_return out;
 }
 
-runtime::task<void> repair(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+runtime::task<void> repair(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                           const log_config& cfg,
                            log_instruments& m, std::int64_t base, metrics::span_context parent, std::stop_token st,
                            std::function<void(std::shared_ptr<const std::string>)> on_repaired) {
     // A child of the restore trace, although it ends after the restore did.
@@ -147,7 +148,7 @@ runtime::task<void> repair(object_store& store, io_budget& budget, const partiti
         co_return;
     }
     auto t0 = m.now();
-    auto whole = co_await store.get(segment_key(cfg.ns, id, base), std::nullopt, st);
+    auto whole = co_await store.get(segment_key(ns, id, base), std::nullopt, st);
     m.store_done(store_op::get, key_kind::kfs, t0, 0, whole ? whole->data.size() : 0, whole ? nullptr : &whole.error());
     if (!whole) {
         if (whole.error().code != errc::cancelled) m.repair_failures.inc();
@@ -163,7 +164,7 @@ runtime::task<void> repair(object_store& store, io_budget& budget, const partiti
     }
     std::string index = std::move(*rebuilt);
     t0 = m.now();
-    auto put = co_await store.put(index_key(cfg.ns, id, base), std::span<const char>(index.data(), index.size()), true,
+    auto put = co_await store.put(index_key(ns, id, base), std::span<const char>(index.data(), index.size()), true,
                                   st);
     m.store_done(store_op::put, key_kind::index, t0, index.size(), 0, put ? nullptr : &put.error());
     span.set("status", put ? "ok" : to_string(put.error().code));

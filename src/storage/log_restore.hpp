@@ -38,13 +38,14 @@ struct restored_log {
 // newest valid segment's footer (one small range GET) to find the next offset. Orphans and
 // corrupt newest segments are reported, never fatal; a new segment never reuses the base of
 // an orphan .index or a corrupt segment. Errors: the LIST's or the footer GET's store error.
-runtime::task<result<restored_log, store_error>> restore(object_store& store, const partition_id& id,
-                                                         const log_config& cfg, log_instruments& m);
+runtime::task<result<restored_log, store_error>> restore(object_store& store, const std::string& ns,
+                                                         const partition_id& id, log_instruments& m);
 
 // Rebuilds the missing .index of segment `base` from its .kfs and uploads it (if-absent).
 // Calls on_repaired(index) once an index is in place (ours, or one uploaded meanwhile).
 // Failures are counted and logged, not returned: the segment is still served by walking it.
-runtime::task<void> repair(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+runtime::task<void> repair(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                           const log_config& cfg,
                            log_instruments& m, std::int64_t base, metrics::span_context parent, std::stop_token st,
                            std::function<void(std::shared_ptr<const std::string>)> on_repaired);
 

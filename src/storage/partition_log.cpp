@@ -43,8 +43,8 @@ struct durable_callback {
 } // namespace
 
 struct partition_log::state {
-    state(object_store& st, io_budget& b, partition_id i, log_config c)
-        : store(st), budget(b), id(std::move(i)), cfg(std::move(c)), memory(cfg.max_pending_bytes, "log-memory"),
+    state(object_store& st, io_budget& b, std::string n, partition_id i, log_config c)
+        : store(st), budget(b), ns(std::move(n)), id(std::move(i)), cfg(std::move(c)), memory(cfg.max_pending_bytes, "log-memory"),
           records(std::max<std::size_t>(cfg.max_pending_records, 1), "log-records"), m(detail::log_instruments::make()) {
         if (!cfg.wall_ms) {
             cfg.wall_ms = [] {
@@ -58,6 +58,7 @@ struct partition_log::state {
 
     object_store& store;
     io_budget& budget;
+    std::string ns;
     partition_id id;
     log_config cfg;
     runtime::gate gate{"partition-log"};
@@ -83,8 +84,8 @@ struct partition_log::state {
     // Metrics (inert when metrics were off at open); the parts below hold shares of its
     // gauges. The partition's own callback gauges are the last members (removed first).
     detail::log_instruments m;
-    detail::segment_cache cache{store, budget, id, cfg, gate, m, stats};
-    detail::flush_pipeline pipeline{store, budget, id, cfg, gate, m, stats,
+    detail::segment_cache cache{store, budget, ns, id, cfg, gate, m, stats};
+    detail::flush_pipeline pipeline{store, budget, ns, id, cfg, gate, m, stats,
                                     [this](const detail::flush_job& j) { on_committed(j); },
                                     [this] { on_pipeline_fenced(); }};
     metrics::span_context restore_ctx;
@@ -188,11 +189,12 @@ void partition_log::on_durable(std::int64_t offset, std::function<void(bool dura
 
 runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log::open(object_store& store,
                                                                                       io_budget& budget,
+                                                                                      std::string ns,
                                                                                       partition_id id,
                                                                                       log_config cfg) {
-    auto s = std::make_unique<state>(store, budget, std::move(id), std::move(cfg));
+    auto s = std::make_unique<state>(store, budget, std::move(ns), std::move(id), std::move(cfg));
     const auto t0 = s->m.now();
-    auto r = co_await detail::restore(s->store, s->id, s->cfg, s->m);
+    auto r = co_await detail::restore(s->store, s->ns, s->id, s->m);
     if (!r) {
         s->m.restore_failures.inc();
         co_return failure{std::move(r).error()};
@@ -214,7 +216,7 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
                 ++sp->report.repaired;
                 sp->cache.set_index(base, std::move(index));
             };
-            (void)s->gate.spawn(detail::repair(s->store, s->budget, s->id, s->cfg, s->m, base, s->restore_ctx,
+            (void)s->gate.spawn(detail::repair(s->store, s->budget, s->ns, s->id, s->cfg, s->m, base, s->restore_ctx,
                                                s->gate.stop_token(), std::move(on_repaired)));
         }
     }

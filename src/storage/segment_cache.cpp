@@ -11,9 +11,10 @@
 
 namespace skiff::storage::detail {
 
-segment_cache::segment_cache(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+segment_cache::segment_cache(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                             const log_config& cfg,
                              runtime::gate& gate, log_instruments& m, log_stats& stats)
-    : _store(store), _budget(budget), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats) {
+    : _store(store), _budget(budget), _ns(ns), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats) {
     _cache_g.bind(m.cache_bytes);
 }
 
@@ -81,7 +82,7 @@ runtime::task<result<std::shared_ptr<const std::string>, store_error>> segment_c
     auto permit = co_await _budget.acquire(io_budget::priority::normal, st);
     if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
     const auto t0 = _m.now();
-    auto r = co_await _store.get(index_key(_cfg.ns, _id, e.base), std::nullopt, st);
+    auto r = co_await _store.get(index_key(_ns, _id, e.base), std::nullopt, st);
     _m.store_done(store_op::get, key_kind::index, t0, 0, r ? r->data.size() : 0, r ? nullptr : &r.error());
     if (!r) co_return failure{std::move(r).error()};
     auto idx = decode_index(r->data);
@@ -191,7 +192,7 @@ runtime::task<segment_cache::fetched> segment_cache::fetch(std::int64_t base, st
     std::optional<byte_range> range;
     if (!whole) range = byte_range::from(pos);
     const auto t0 = _m.now();
-    auto r = co_await _store.get(segment_key(_cfg.ns, _id, base), range, st);
+    auto r = co_await _store.get(segment_key(_ns, _id, base), range, st);
     _m.store_done(whole ? store_op::get : store_op::get_range, key_kind::kfs, t0, 0, r ? r->data.size() : 0,
                   r ? nullptr : &r.error());
     permit->release();

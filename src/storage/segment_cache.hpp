@@ -56,7 +56,8 @@ struct segment_slice {
 class segment_cache {
 public:
     // GETs run under `gate` (they may serve several readers); `stats` gets hits and misses.
-    segment_cache(object_store& store, io_budget& budget, const partition_id& id, const log_config& cfg,
+    segment_cache(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
+                  const log_config& cfg,
                   runtime::gate& gate, log_instruments& m, log_stats& stats);
     segment_cache(const segment_cache&) = delete;
     segment_cache& operator=(const segment_cache&) = delete;
@@ -97,6 +98,7 @@ private:
 
     object_store& _store;
     io_budget& _budget;
+    const std::string& _ns;
     const partition_id& _id;
     const log_config& _cfg;
     runtime::gate& _gate;

@@ -2,6 +2,7 @@
 // failure scenarios of the unit tests, for real. Run through with-s3.sh.
 #include "../unit/metrics/metric_probe.hpp"
 #include "log_audit.hpp"
+#include "log_fixtures.hpp"
 #include "run_task.hpp"
 
 #include <skiff/http/client.hpp>
@@ -30,6 +31,7 @@ using skiff::test::batch_of;
 using skiff::test::outcome;
 using skiff::test::produce;
 using skiff::test::read_all;
+using skiff::test::open_log;
 
 namespace {
 
@@ -75,13 +77,6 @@ log_config cfg_for_tests() {
     return c;
 }
 
-task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, partition_id id, log_config cfg) {
-    auto l = co_await partition_log::open(*store, *budget, id, std::move(cfg));
-    INFO((l ? std::string() : l.error().message));
-    REQUIRE(l.has_value());
-    co_return std::move(*l);
-}
-
 // One scenario: faults set on the proxy, 6 durable appends, then a restore in a "new
 // process" without faults; both logs must pass the audit.
 task<void> scenario(std::string topic, std::string faults, upload_mode mode) {
@@ -96,7 +91,7 @@ task<void> scenario(std::string topic, std::string faults, upload_mode mode) {
     std::vector<int> firsts;
     {
         co_await proxy_config(faults);
-        auto log = co_await open_log(store->get(), &budget, id, cfg);
+        auto log = co_await open_log(**store, budget, id, cfg);
         std::vector<task<outcome>> ps;
         for (int i = 0; i < 6; ++i) {
             ps.push_back(produce(log.get(), batch_of(i * 4, 4)));
@@ -108,7 +103,7 @@ task<void> scenario(std::string topic, std::string faults, upload_mode mode) {
         audit(outs, firsts, co_await read_all(log.get()));
         co_await log->close();
     }
-    auto log2 = co_await open_log(store->get(), &budget, id, cfg);
+    auto log2 = co_await open_log(**store, budget, id, cfg);
     CHECK(log2->restored().orphan_kfs == 0);
     CHECK(log2->next_offset() == 24);
     audit(outs, firsts, co_await read_all(log2.get()));
@@ -164,7 +159,7 @@ TEST_CASE("partition log on S3: an outage times appends out; the data lands afte
         io_budget budget(16, nullptr);
         auto cfg = cfg_for_tests();
         cfg.append_timeout = 500ms;
-        auto log = co_await open_log(store->get(), &budget, partition_id("outage", 0), cfg);
+        auto log = co_await open_log(**store, budget, partition_id("outage", 0), cfg);
         co_await proxy_config("fail-mode=503-slowdown&fail-match=%5EPUT&fail-rate=1&fail-next=0");
         auto o = co_await produce(log.get(), batch_of(0, 3));
         CHECK_FALSE(o.acked);
@@ -193,7 +188,7 @@ TEST_CASE("partition log on S3: a stop between the two PUTs, then restore repair
             auto cfg = cfg_for_tests();
             cfg.mode = upload_mode::sequential;
             cfg.close_timeout = 1500ms;
-            auto log = co_await open_log(store->get(), &budget, id, cfg);
+            auto log = co_await open_log(**store, budget, id, cfg);
             auto first = co_await produce(log.get(), batch_of(0, 4));
             CHECK(first.acked);
             outs.push_back(first);
@@ -210,7 +205,7 @@ TEST_CASE("partition log on S3: a stop between the two PUTs, then restore repair
             CHECK_FALSE(d.acked);
             co_await proxy_config("fail-rate=0&fail-next=0");
         }
-        auto log2 = co_await open_log(store->get(), &budget, id, cfg_for_tests());
+        auto log2 = co_await open_log(**store, budget, id, cfg_for_tests());
         CHECK(log2->restored().orphan_kfs == 1);
         CHECK(log2->next_offset() == 8);
         auto all = co_await read_all(log2.get());

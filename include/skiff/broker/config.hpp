@@ -26,6 +26,8 @@ struct broker_config {
     std::string data_dir = "./skiff-data";
     std::string s3_bucket;                      // "bucket" or "bucket/prefix"
     std::optional<s3::client_config> s3;        // set together with s3_bucket
+    // The bucket namespace: every key skiff writes starts with "{ns}/". The only copy;
+    // partition logs, the catalog and the group coordinator are given it.
     std::string ns = "default";
 
     storage::log_config log;                    // upload mode, linger, segment size, ...

@@ -29,7 +29,9 @@ namespace skiff::broker {
 
 struct group_config {
     group_config() = default;
-    std::string ns = "default";
+    // The bucket namespace the offsets objects live under: the broker passes its own
+    // (broker_config::ns, the one default); no default here, so it cannot silently differ.
+    std::string ns;
     // A new (empty) group waits this long for more members before the first rebalance
     // completes (Kafka's group.initial.rebalance.delay.ms).
     std::chrono::milliseconds initial_rebalance_delay{3000};

@@ -7,6 +7,7 @@
 // Pure functions; callable from any core or thread.
 #pragma once
 
+#include <skiff/core/hex.hpp>
 #include <skiff/core/result.hpp>
 
 #include <cstddef>
@@ -18,14 +19,6 @@ namespace skiff {
 
 enum class plus_sign : bool { literal, space };
 enum class bad_escape : bool { keep, reject };
-
-// The value of one hex digit (either case), or -1 when c is not one.
-constexpr int hex_digit_value(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 // Decodes %XX escapes (and '+' as chosen). With bad_escape::reject, the error is the offset
 // of the first '%' that is not followed by two hex digits; with bad_escape::keep it never fails.

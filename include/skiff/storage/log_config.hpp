@@ -18,7 +18,6 @@ enum class upload_mode : std::uint8_t { parallel, sequential };
 
 struct log_config {
     log_config() = default;
-    std::string ns = "default";
     std::size_t segment_bytes = 4 << 20;       // flush when the buffer holds this much
     std::size_t segment_records = 100000;      // ... or this many records
     std::chrono::milliseconds max_age{100};    // ... or its oldest record is this old

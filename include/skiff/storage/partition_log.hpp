@@ -63,9 +63,11 @@ namespace skiff::storage {
 
 class partition_log {
 public:
-    // Restores the partition from the store (see "Restore" above).
+    // Restores the partition from the store (see "Restore" above). Its objects live under
+    // `{ns}/{topic}/{partition}/` (layout.hpp); `ns` is the broker's bucket namespace.
     static runtime::task<result<std::unique_ptr<partition_log>, store_error>> open(object_store& store,
                                                                                   io_budget& budget,
+                                                                                  std::string ns,
                                                                                   partition_id id,
                                                                                   log_config cfg);
     ~partition_log();

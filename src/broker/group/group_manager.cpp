@@ -1,9 +1,10 @@
 // The group table of one core: creation, lookup, retention sweep, member ids, close and stats.
 #include "group_manager.hpp"
 
+#include <skiff/core/hex.hpp>
+#include <skiff/core/uuid.hpp>
 #include <skiff/runtime/reactor.hpp>
 
-#include <fmt/format.h>
 
 #include <array>
 #include <chrono>
@@ -19,19 +20,14 @@ std::int64_t group_manager::wall_ms() const {
 }
 
 std::string group_manager::new_member_id(std::string_view prefix) {
-    std::array<std::uint8_t, 16> b{};
-    for (std::size_t i = 0; i < b.size(); i += 8) {
-        std::uint64_t r = _rng();
-        for (std::size_t k = 0; k < 8; ++k) b[i + k] = static_cast<std::uint8_t>(r >> (8 * k));
-    }
-    b[6] = static_cast<std::uint8_t>((b[6] & 0x0F) | 0x40); // version 4
-    b[8] = static_cast<std::uint8_t>((b[8] & 0x3F) | 0x80); // variant 1
-    std::string hex;
+    const auto b = random_uuid_v4(_rng);
+    std::string id(prefix);
+    id.push_back('-');
     for (std::size_t i = 0; i < b.size(); ++i) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) hex.push_back('-');
-        hex += fmt::format("{:02x}", b[i]);
+        if (i == 4 || i == 6 || i == 8 || i == 10) id.push_back('-'); // 8-4-4-4-12
+        append_hex(id, b[i]);
     }
-    return fmt::format("{}-{}", prefix, hex);
+    return id;
 }
 
 group* group_manager::find_group(std::string_view id) {

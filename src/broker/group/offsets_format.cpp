@@ -5,6 +5,8 @@
 #include <skiff/broker/group_coordinator.hpp>
 #include <skiff/core/base64.hpp>
 #include <skiff/core/hash.hpp>
+#include <skiff/core/hex.hpp>
+#include <skiff/core/percent.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -92,29 +94,6 @@ std::optional<std::string> get_bytes(const nlohmann::json& j, const char* key) {
 bool escape_plain(char c, std::size_t pos) noexcept {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
            (c == '.' && pos != 0); // a leading '.' could form ".", ".." or ".tmp." (invalid keys)
-}
-
-std::optional<std::string> unescape(std::string_view esc) {
-    std::string out;
-    for (std::size_t i = 0; i < esc.size(); ++i) {
-        char c = esc[i];
-        if (c != '%') {
-            out.push_back(c);
-            continue;
-        }
-        if (i + 2 >= esc.size()) return std::nullopt;
-        auto hex = [](char h) -> int {
-            if (h >= '0' && h <= '9') return h - '0';
-            if (h >= 'A' && h <= 'F') return h - 'A' + 10;
-            if (h >= 'a' && h <= 'f') return h - 'a' + 10;
-            return -1;
-        };
-        int hi = hex(esc[i + 1]), lo = hex(esc[i + 2]);
-        if (hi < 0 || lo < 0) return std::nullopt;
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-    }
-    return out;
 }
 
 } // namespace
@@ -218,7 +197,8 @@ offsets_key classify_offsets_key(std::string_view ns, std::string_view key) {
         out.kind = offsets_key_kind::hashed;
         return out;
     }
-    auto id = unescape(esc);
+    // Strict: a malformed escape means group_offsets_key did not write this key.
+    auto id = percent_decode(esc, plus_sign::literal, bad_escape::reject);
     if (!id || id->empty()) {
         out.kind = offsets_key_kind::malformed;
         return out;
@@ -235,7 +215,6 @@ namespace skiff::broker {
 using groups::groups_prefix;
 
 std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
-    static constexpr char hexdig[] = "0123456789ABCDEF";
     std::string esc;
     esc.reserve(group_id.size());
     for (std::size_t i = 0; i < group_id.size(); ++i) {
@@ -243,10 +222,8 @@ std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
         if (groups::escape_plain(c, i)) {
             esc.push_back(c);
         } else {
-            auto u = static_cast<unsigned char>(c);
             esc.push_back('%');
-            esc.push_back(hexdig[u >> 4]);
-            esc.push_back(hexdig[u & 15]);
+            append_hex(esc, static_cast<std::uint8_t>(c), hex_case::upper);
         }
     }
     if (esc.empty()) esc.push_back('%'); // no group has an empty id; still a valid key, never loaded

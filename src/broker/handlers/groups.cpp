@@ -4,60 +4,87 @@
 #include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/cluster/records.hpp>
 
 namespace skiff::broker {
+
+namespace {
+// Requests naming several groups are split by coordinator: by core, and in cluster mode by
+// group slot (each slot a broker serves has a coordinator of its own, ownership.cpp).
+unsigned splits(const shard& sh) { return sh.cfg().clustered() ? cluster::group_slots : sh.shared->cores; }
+unsigned split_of(const shard& sh, std::string_view group) {
+    return sh.cfg().clustered() ? static_cast<unsigned>(cluster::group_slot(group))
+                                : group_owner(group, sh.shared->cores);
+}
+unsigned core_of_split(const shard& sh, unsigned split) {
+    return sh.cfg().clustered() ? split % sh.shared->cores : split;
+}
+
+kafka::ListGroupsResponse list_on_core(shard& o, const kafka::ListGroupsRequest& req, std::int16_t v) {
+    kafka::ListGroupsResponse merged;
+    for (auto* g : coordinators_of(o)) {
+        auto resp = g->list_groups(req, v);
+        if (resp.error_code != kerr::none) merged.error_code = resp.error_code;
+        for (auto& grp : resp.groups) merged.groups.push_back(std::move(grp));
+    }
+    return merged;
+}
+} // namespace
 
 runtime::task<std::string> handle_join_group(request_ctx ctx, kafka::JoinGroupRequest req) {
     const std::int16_t v = ctx.version;
     auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) {
-        return o.groups->join(std::move(req), v, ctx.client_id, ctx.ci.client_host);
+        return coordinator_for(o, req.group_id).join(std::move(req), v, ctx.client_id, ctx.ci.client_host);
     });
     co_return respond(resp, ctx);
 }
 
 runtime::task<std::string> handle_sync_group(request_ctx ctx, kafka::SyncGroupRequest req) {
     const std::int16_t v = ctx.version;
-    auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return o.groups->sync(std::move(req), v); });
+    auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return coordinator_for(o, req.group_id).sync(std::move(req), v); });
     co_return respond(resp, ctx);
 }
 
 runtime::task<std::string> handle_heartbeat(request_ctx ctx, kafka::HeartbeatRequest req) {
     const std::int16_t v = ctx.version;
-    auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return o.groups->heartbeat(req, v); });
+    auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return coordinator_for(o, req.group_id).heartbeat(req, v); });
     co_return respond(resp, ctx);
 }
 
 runtime::task<std::string> handle_leave_group(request_ctx ctx, kafka::LeaveGroupRequest req) {
     const std::int16_t v = ctx.version;
-    auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return o.groups->leave(req, v); });
+    auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return coordinator_for(o, req.group_id).leave(req, v); });
     co_return respond(resp, ctx);
 }
 
 runtime::task<std::string> handle_offset_commit(request_ctx ctx, kafka::OffsetCommitRequest req) {
     const std::int16_t v = ctx.version;
     auto resp = co_await on_group_owner(ctx.sh, req.group_id,
-                                        [&](shard& o) { return o.groups->commit_offsets(std::move(req), v); });
+                                        [&](shard& o) { return coordinator_for(o, req.group_id).commit_offsets(std::move(req), v); });
     co_return respond(resp, ctx);
 }
 
 runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFetchRequest req) {
     const std::int16_t v = ctx.version;
     if (v < 8) {
-        auto resp = co_await on_group_owner(ctx.sh, req.group_id,
-                                            [&](shard& o) { return o.groups->fetch_offsets(std::move(req), v); });
+        auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) {
+            return coordinator_for(o, req.group_id).fetch_offsets(std::move(req), v);
+        });
         co_return respond(resp, ctx);
     }
     // v8+: several groups, possibly on several cores.
-    const unsigned cores = ctx.sh.shared->cores;
-    std::vector<kafka::OffsetFetchRequest> per_core(cores);
-    for (auto& p : per_core) p.require_stable = req.require_stable;
-    for (auto& grp : req.groups) per_core[group_owner(grp.group_id, cores)].groups.push_back(grp);
+    const unsigned n = splits(ctx.sh);
+    std::vector<kafka::OffsetFetchRequest> per_split(n);
+    for (auto& p : per_split) p.require_stable = req.require_stable;
+    for (auto& grp : req.groups) per_split[split_of(ctx.sh, grp.group_id)].groups.push_back(grp);
     kafka::OffsetFetchResponse merged;
     std::vector<kafka::OffsetFetchResponse::OffsetFetchResponseGroup> answers;
-    for (unsigned c = 0; c < cores; ++c) {
-        if (per_core[c].groups.empty()) continue;
-        kafka::OffsetFetchRequest* rq = &per_core[c];
-        auto resp = co_await on_core(ctx.sh, c, [rq, v](shard& o) { return o.groups->fetch_offsets(std::move(*rq), v); });
+    for (unsigned c = 0; c < n; ++c) {
+        if (per_split[c].groups.empty()) continue;
+        kafka::OffsetFetchRequest* rq = &per_split[c];
+        auto resp = co_await on_core(ctx.sh, core_of_split(ctx.sh, c), [rq, v](shard& o) {
+            return coordinator_for(o, rq->groups.front().group_id).fetch_offsets(std::move(*rq), v);
+        });
         for (auto& a : resp.groups) answers.push_back(std::move(a));
     }
     for (auto& grp : req.groups) {
@@ -75,7 +102,7 @@ runtime::task<std::string> handle_list_groups(request_ctx ctx, kafka::ListGroups
     kafka::ListGroupsResponse merged;
     const std::int16_t v = ctx.version;
     for (unsigned c = 0; c < ctx.sh.shared->cores; ++c) {
-        auto resp = co_await on_core(ctx.sh, c, [&](shard& o) { return o.groups->list_groups(req, v); });
+        auto resp = co_await on_core(ctx.sh, c, [&](shard& o) { return list_on_core(o, req, v); });
         if (resp.error_code != kerr::none) merged.error_code = resp.error_code;
         for (auto& grp : resp.groups) merged.groups.push_back(std::move(grp));
     }
@@ -84,15 +111,17 @@ runtime::task<std::string> handle_list_groups(request_ctx ctx, kafka::ListGroups
 
 runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::DescribeGroupsRequest req) {
     const std::int16_t v = ctx.version;
-    const unsigned cores = ctx.sh.shared->cores;
-    std::vector<kafka::DescribeGroupsRequest> per_core(cores);
-    for (auto& p : per_core) p.include_authorized_operations = req.include_authorized_operations;
-    for (auto& id : req.groups) per_core[group_owner(id, cores)].groups.push_back(id);
+    const unsigned n = splits(ctx.sh);
+    std::vector<kafka::DescribeGroupsRequest> per_split(n);
+    for (auto& p : per_split) p.include_authorized_operations = req.include_authorized_operations;
+    for (auto& id : req.groups) per_split[split_of(ctx.sh, id)].groups.push_back(id);
     std::vector<kafka::DescribeGroupsResponse::DescribedGroup> answers;
-    for (unsigned c = 0; c < cores; ++c) {
-        if (per_core[c].groups.empty()) continue;
-        const kafka::DescribeGroupsRequest* rq = &per_core[c];
-        auto resp = co_await on_core(ctx.sh, c, [rq, v](shard& o) { return o.groups->describe_groups(*rq, v); });
+    for (unsigned c = 0; c < n; ++c) {
+        if (per_split[c].groups.empty()) continue;
+        const kafka::DescribeGroupsRequest* rq = &per_split[c];
+        auto resp = co_await on_core(ctx.sh, core_of_split(ctx.sh, c), [rq, v](shard& o) {
+            return coordinator_for(o, rq->groups.front()).describe_groups(*rq, v);
+        });
         for (auto& a : resp.groups) answers.push_back(std::move(a));
     }
     kafka::DescribeGroupsResponse merged;
@@ -109,14 +138,16 @@ runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::Descri
 
 runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGroupsRequest req) {
     const std::int16_t v = ctx.version;
-    const unsigned cores = ctx.sh.shared->cores;
-    std::vector<kafka::DeleteGroupsRequest> per_core(cores);
-    for (auto& id : req.groups_names) per_core[group_owner(id, cores)].groups_names.push_back(id);
+    const unsigned n = splits(ctx.sh);
+    std::vector<kafka::DeleteGroupsRequest> per_split(n);
+    for (auto& id : req.groups_names) per_split[split_of(ctx.sh, id)].groups_names.push_back(id);
     std::vector<kafka::DeleteGroupsResponse::DeletableGroupResult> answers;
-    for (unsigned c = 0; c < cores; ++c) {
-        if (per_core[c].groups_names.empty()) continue;
-        kafka::DeleteGroupsRequest* rq = &per_core[c];
-        auto resp = co_await on_core(ctx.sh, c, [rq, v](shard& o) { return o.groups->delete_groups(std::move(*rq), v); });
+    for (unsigned c = 0; c < n; ++c) {
+        if (per_split[c].groups_names.empty()) continue;
+        kafka::DeleteGroupsRequest* rq = &per_split[c];
+        auto resp = co_await on_core(ctx.sh, core_of_split(ctx.sh, c), [rq, v](shard& o) {
+            return coordinator_for(o, rq->groups_names.front()).delete_groups(std::move(*rq), v);
+        });
         for (auto& a : resp.results) answers.push_back(std::move(a));
     }
     kafka::DeleteGroupsResponse merged;

@@ -42,6 +42,9 @@ TEST_CASE("catalog: topic objects round-trip and reject junk") {
     CHECK_FALSE(decode_topic(R"({"version":2,"name":"a","id":"00000000000000000000000000000001","partitions":1})"));
     CHECK_FALSE(decode_topic(R"({"version":1,"name":"a/b","id":"00000000000000000000000000000001","partitions":1})"));
     CHECK_FALSE(decode_topic(R"({"version":1,"name":"a","id":"zz","partitions":1})"));
+    // Ids are written in lower case and read back only so.
+    CHECK(decode_topic(R"({"version":1,"name":"a","id":"0000000000000000000000000000000a","partitions":1})"));
+    CHECK_FALSE(decode_topic(R"({"version":1,"name":"a","id":"0000000000000000000000000000000A","partitions":1})"));
     CHECK_FALSE(decode_topic(R"({"version":1,"name":"a","id":"00000000000000000000000000000001","partitions":0})"));
     CHECK_FALSE(decode_topic(R"({"version":1,"name":"a","id":"00000000000000000000000000000001","partitions":"x"})"));
 }

@@ -36,15 +36,6 @@ TEST_CASE("form_decode: lenient, '+' is a space", "[core][percent]") {
     CHECK(form_decode("") == "");
 }
 
-TEST_CASE("hex_digit_value", "[core][percent]") {
-    CHECK(hex_digit_value('0') == 0);
-    CHECK(hex_digit_value('9') == 9);
-    CHECK(hex_digit_value('a') == 10);
-    CHECK(hex_digit_value('F') == 15);
-    CHECK(hex_digit_value('g') == -1);
-    CHECK(hex_digit_value('/') == -1);
-}
-
 TEST_CASE("form_value: first pair of that name, decoded", "[core][percent]") {
     CHECK(form_value("a=1&b=x+y%21&b=2", "b") == "x y!");
     CHECK(form_value("a=1&flag&c=3", "flag") == "");

@@ -3,6 +3,7 @@
 // caller-named metric kinds.
 #include "../metrics/metric_probe.hpp"
 #include "fake_s3.hpp"
+#include "fake_s3_client.hpp"
 #include "run_task.hpp"
 
 #include <skiff/s3/classify.hpp>
@@ -20,27 +21,16 @@ using namespace std::chrono_literals;
 using skiff::test::counter_value;
 using skiff::test::fake_s3;
 using skiff::test::fault_action;
+using skiff::test::make_client;
 
 namespace {
 
 s3::client_config config_for(const fake_s3& srv) {
-    s3::client_config cfg;
-    cfg.endpoint = srv.endpoint();
-    cfg.path_style = true;
+    s3::client_config cfg = skiff::test::fake_s3_client_config(srv);
     cfg.creds = {"AKIDATTEMPTS", "attempts/secret", ""};
-    cfg.retry.base = 1ms;
-    cfg.retry.cap = 5ms;
     cfg.retry.max_attempts = 5;
-    cfg.attempt_timeout = 2s;
-    cfg.operation_deadline = 10s;
     cfg.backoff_seed = 7;
     return cfg;
-}
-
-std::unique_ptr<s3::client> make_client(s3::client_config cfg) {
-    auto c = s3::client::create(std::move(cfg));
-    REQUIRE(c.has_value());
-    return std::move(*c);
 }
 
 std::span<const char> bytes(const std::string& s) { return {s.data(), s.size()}; }

@@ -1,6 +1,7 @@
 // The S3 client against the in-process fake S3: retries, deadlines, cancellation and
 // classification. Nothing here may report a failed request as a success.
 #include "fake_s3.hpp"
+#include "fake_s3_client.hpp"
 #include "run_task.hpp"
 
 #include <skiff/core/base64.hpp>
@@ -21,28 +22,11 @@ using skiff::test::fake_s3;
 using skiff::test::fault_action;
 using skiff::test::fault_rule;
 using skiff::test::fault_when;
+using skiff::test::make_client;
 
 namespace {
 
-s3::client_config config_for(const fake_s3& srv) {
-    s3::client_config cfg;
-    cfg.endpoint = srv.endpoint();
-    cfg.path_style = true;
-    cfg.creds = {"AKIDTEST", "secret/for+tests", ""};
-    cfg.retry.base = 1ms;
-    cfg.retry.cap = 5ms;
-    cfg.retry.max_attempts = 6;
-    cfg.attempt_timeout = 2s;
-    cfg.operation_deadline = 10s;
-    cfg.backoff_seed = 42;
-    return cfg;
-}
-
-std::unique_ptr<s3::client> make_client(s3::client_config cfg) {
-    auto c = s3::client::create(std::move(cfg));
-    REQUIRE(c.has_value());
-    return std::move(*c);
-}
+s3::client_config config_for(const fake_s3& srv) { return skiff::test::fake_s3_client_config(srv); }
 
 std::span<const char> bytes(const std::string& s) { return {s.data(), s.size()}; }
 

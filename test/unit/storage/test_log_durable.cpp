@@ -1,6 +1,7 @@
 // The partition log's interface for the broker: appending batches the caller already parsed,
 // and being told (instead of polling) when an offset becomes durable.
 #include "log_audit.hpp"
+#include "log_fixtures.hpp"
 #include "run_task.hpp"
 
 #include <skiff/runtime/timer.hpp>
@@ -20,27 +21,16 @@ using namespace skiff::storage;
 using namespace std::chrono_literals;
 using skiff::test::batch_of;
 using skiff::test::read_all;
+using skiff::test::open_log;
 
 namespace {
 
 const partition_id pid("durable", 0);
 
 log_config test_config() {
-    log_config c;
-    c.linger = 1ms;
-    c.max_age = 50ms;
-    c.retry_base = 1ms;
-    c.retry_cap = 5ms;
-    c.append_timeout = 5s;
+    log_config c = skiff::test::fast_log_config();
     c.close_timeout = 200ms;
-    c.wall_ms = [] { return std::int64_t{1700000000000}; };
     return c;
-}
-
-task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, log_config cfg) {
-    auto l = co_await partition_log::open(*store, *budget, pid, std::move(cfg));
-    REQUIRE(l.has_value());
-    co_return std::move(*l);
 }
 
 // What on_durable reported: how many calls, and the last answer.
@@ -62,7 +52,7 @@ TEST_CASE("append takes batches the caller parsed: offsets, durability and reads
     auto t = []() -> task<void> {
         memory_store store;
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         std::string set = batch_of(0, 3) + batch_of(3, 2);
         auto parsed = split_batches(std::span<const char>(set.data(), set.size()));
         REQUIRE(parsed.has_value());
@@ -93,7 +83,7 @@ TEST_CASE("on_durable fires once the commit passes the offset, not before", "[st
         memory_store store;
         store.set_latency(20ms);
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         std::string set = batch_of(0, 4);
         auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::leader);
         REQUIRE(r.has_value());
@@ -120,7 +110,7 @@ TEST_CASE("on_durable answers at once for an offset already durable, and after c
     auto t = []() -> task<void> {
         memory_store store;
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         std::string set = batch_of(0, 2);
         auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::durable);
         REQUIRE(r.has_value());
@@ -146,7 +136,7 @@ TEST_CASE("on_durable reports false when the log closes with the data still fail
         memory_store store;
         store.add_fault(mem_fault_rule("put", "", mem_fault::fail_transient, -1));
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         std::string set = batch_of(0, 2);
         auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::leader);
         REQUIRE(r.has_value());
@@ -167,7 +157,7 @@ TEST_CASE("on_durable reports false when the log is destroyed without close", "[
     auto t = [](durable_probe* probe) -> task<void> {
         memory_store store;
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         log->on_durable(10, probe->fn());
         log.reset();
     };

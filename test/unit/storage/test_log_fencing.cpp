@@ -53,7 +53,7 @@ log_config test_config() {
 }
 
 task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, log_config cfg) {
-    auto l = co_await partition_log::open(*store, *budget, pid, std::move(cfg));
+    auto l = co_await partition_log::open(*store, *budget, "default", pid, std::move(cfg));
     REQUIRE(l.has_value());
     co_return std::move(*l);
 }

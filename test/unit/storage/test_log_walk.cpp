@@ -1,5 +1,6 @@
 // walk_committed: the committed batches of a log, in order, across segments.
 #include "log_audit.hpp"
+#include "log_fixtures.hpp"
 #include "run_task.hpp"
 
 #include <skiff/storage/log_walk.hpp>
@@ -32,9 +33,7 @@ log_config small_segments() {
 
 // Appends ten batches of three records: offsets 0..29.
 task<std::unique_ptr<partition_log>> filled_log(object_store* store, io_budget* budget) {
-    auto l = co_await partition_log::open(*store, *budget, partition_id("walk", 1), small_segments());
-    REQUIRE(l.has_value());
-    auto log = std::move(*l);
+    auto log = co_await skiff::test::open_log(*store, *budget, partition_id("walk", 1), small_segments());
     for (int i = 0; i < 10; ++i) {
         std::string set = batch_of(i * 3, 3);
         auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::durable);

@@ -2,6 +2,7 @@
 // acknowledged record is readable, in order, once per offset, and nothing unacknowledged was
 // reported acknowledged.
 #include "log_audit.hpp"
+#include "log_fixtures.hpp"
 #include "run_task.hpp"
 
 #include <skiff/runtime/timer.hpp>
@@ -29,30 +30,15 @@ using skiff::test::batch_of;
 using skiff::test::outcome;
 using skiff::test::produce;
 using skiff::test::read_all;
+using skiff::test::open_log;
 
 namespace {
 
 const partition_id pid("orders", 3);
 
-log_config test_config() {
-    log_config c;
-    c.linger = 1ms;
-    c.max_age = 50ms;
-    c.retry_base = 1ms;
-    c.retry_cap = 5ms;
-    c.append_timeout = 5s;
-    c.close_timeout = 2s;
-    c.wall_ms = [] { return std::int64_t{1700000000000}; };
-    return c;
-}
+log_config test_config() { return skiff::test::fast_log_config(); }
 
 // A record set with one batch of `n` records whose values name the producer's sequence.
-
-task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, log_config cfg) {
-    auto l = co_await partition_log::open(*store, *budget, pid, std::move(cfg));
-    REQUIRE(l.has_value());
-    co_return std::move(*l);
-}
 
 } // namespace
 
@@ -61,7 +47,7 @@ TEST_CASE("durable appends are acknowledged, readable, and survive a restart", "
     auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
         memory_store store(b);
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         std::vector<task<outcome>> ps;
         std::vector<int> seqs;
         for (int i = 0; i < 20; ++i) {
@@ -76,7 +62,7 @@ TEST_CASE("durable appends are acknowledged, readable, and survive a restart", "
 
         // A fresh process on the same bucket.
         memory_store store2(b);
-        auto log2 = co_await open_log(&store2, &budget, test_config());
+        auto log2 = co_await open_log(store2, budget, pid, test_config());
         CHECK(log2->next_offset() == 200);
         CHECK(log2->high_watermark() == 200);
         CHECK(log2->restored().orphan_kfs == 0);
@@ -101,7 +87,7 @@ TEST_CASE("parallel mode has both PUTs of a flush in flight at once; sequential 
             auto cfg = test_config();
             cfg.mode = m;
             cfg.max_inflight_flushes = 1;
-            auto log = co_await open_log(&store, &budget, cfg);
+            auto log = co_await open_log(store, budget, pid, cfg);
             for (int i = 0; i < 3; ++i) {
                 auto o = co_await produce(log.get(), batch_of(i, 1));
                 CHECK(o.acked);
@@ -134,7 +120,7 @@ TEST_CASE("a failing .kfs PUT, a failing .index PUT, or both are retried before 
                 memory_store store(b);
                 for (auto& r : rules) store.add_fault(r);
                 io_budget budget(8, nullptr);
-                auto log = co_await open_log(&store, &budget, test_config());
+                auto log = co_await open_log(store, budget, pid, test_config());
                 std::vector<task<outcome>> ps;
                 std::vector<int> seqs;
                 for (int i = 0; i < 6; ++i) {
@@ -147,7 +133,7 @@ TEST_CASE("a failing .kfs PUT, a failing .index PUT, or both are retried before 
                 audit(outs, seqs, co_await read_all(log.get()));
                 co_await log->close();
                 memory_store again(b);
-                auto log2 = co_await open_log(&again, &budget, test_config());
+                auto log2 = co_await open_log(again, budget, pid, test_config());
                 CHECK(log2->restored().orphan_kfs == 0);
                 CHECK(log2->restored().orphan_index == 0);
                 audit(outs, seqs, co_await read_all(log2.get()));
@@ -166,7 +152,7 @@ TEST_CASE("an outage times appends out as retriable errors, never as success; da
         io_budget budget(8, nullptr);
         auto cfg = test_config();
         cfg.append_timeout = 100ms;
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         auto o = co_await produce(log.get(), batch_of(0, 4));
         CHECK_FALSE(o.acked);
         REQUIRE(o.error.has_value());
@@ -192,7 +178,7 @@ TEST_CASE("regression: a producer behind a failed flush is not told success (Kaf
         io_budget budget(8, nullptr);
         auto cfg = test_config();
         cfg.max_inflight_flushes = 4;
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         auto first = [](partition_log* l) -> task<outcome> { co_return co_await produce(l, batch_of(0, 2)); };
         auto second = [](partition_log* l, memory_store* s) -> task<outcome> {
             (void)co_await sleep(10ms); // lands in the next segment
@@ -223,7 +209,7 @@ TEST_CASE("a stop between the two PUTs leaves an orphan .kfs that restore serves
             auto cfg = test_config();
             cfg.mode = upload_mode::sequential; // .kfs lands, then "the process dies"
             cfg.close_timeout = 100ms;
-            auto log = co_await open_log(&store, &budget, cfg);
+            auto log = co_await open_log(store, budget, pid, cfg);
             auto ok1 = co_await produce(log.get(), batch_of(0, 5));
             CHECK(ok1.acked);
             outs.push_back(ok1);
@@ -245,7 +231,7 @@ TEST_CASE("a stop between the two PUTs leaves an orphan .kfs that restore serves
 
         memory_store store2(b);
         io_budget budget2(8, nullptr);
-        auto log2 = co_await open_log(&store2, &budget2, test_config());
+        auto log2 = co_await open_log(store2, budget2, pid, test_config());
         CHECK(log2->restored().orphan_kfs == 1);
         CHECK(log2->next_offset() == 10); // from the orphan's own footer
         auto all = co_await read_all(log2.get());
@@ -264,7 +250,7 @@ TEST_CASE("an orphan .index is ignored and its base offset never reused", "[stor
         {
             memory_store store(b);
             io_budget budget(8, nullptr);
-            auto log = co_await open_log(&store, &budget, test_config());
+            auto log = co_await open_log(store, budget, pid, test_config());
             auto done3 = co_await produce(log.get(), batch_of(0, 3));
             CHECK(done3.acked);
             co_await log->close();
@@ -272,7 +258,7 @@ TEST_CASE("an orphan .index is ignored and its base offset never reused", "[stor
         b->objects["default/orders/3/segment-00000000000000000003.index"] = "stale index bytes";
         memory_store store2(b);
         io_budget budget2(8, nullptr);
-        auto log2 = co_await open_log(&store2, &budget2, test_config());
+        auto log2 = co_await open_log(store2, budget2, pid, test_config());
         CHECK(log2->restored().orphan_index == 1);
         CHECK(log2->next_offset() == 4);
         auto o = co_await produce(log2.get(), batch_of(3, 2));
@@ -292,7 +278,7 @@ TEST_CASE("a .kfs with a wrong footer is reported and never served", "[storage][
         {
             memory_store store(b);
             io_budget budget(8, nullptr);
-            auto log = co_await open_log(&store, &budget, test_config());
+            auto log = co_await open_log(store, budget, pid, test_config());
             auto done4 = co_await produce(log.get(), batch_of(0, 3));
             CHECK(done4.acked);
             auto done5 = co_await produce(log.get(), batch_of(3, 3));
@@ -304,7 +290,7 @@ TEST_CASE("a .kfs with a wrong footer is reported and never served", "[storage][
         newest.resize(newest.size() - 7);
         memory_store store2(b);
         io_budget budget2(8, nullptr);
-        auto log2 = co_await open_log(&store2, &budget2, test_config());
+        auto log2 = co_await open_log(store2, budget2, pid, test_config());
         CHECK(log2->restored().corrupt == 1);
         auto all = co_await read_all(log2.get());
         CHECK(all.size() == 3);
@@ -326,7 +312,7 @@ TEST_CASE("pipelining: several flushes in flight commit in offset order", "[stor
         auto cfg = test_config();
         cfg.max_inflight_flushes = 4;
         cfg.segment_bytes = 1; // every append is its own segment
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         std::vector<task<outcome>> ps;
         std::vector<int> seqs;
         for (int i = 0; i < 8; ++i) {
@@ -352,7 +338,7 @@ TEST_CASE("memory is bounded: at the bound appends wait", "[storage][log]") {
         auto one = batch_of(0, 1);
         cfg.max_pending_bytes = one.size() * 2;
         cfg.append_timeout = 10s;
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         // Two buffered appends fill the budget (acks=1: buffered, not yet durable).
         for (int i = 0; i < 2; ++i) {
             auto r = co_await log->append(std::span<const char>(one.data(), one.size()), ack_mode::leader);
@@ -380,7 +366,7 @@ TEST_CASE("readers at the high watermark are woken by the commit", "[storage][lo
     auto t = []() -> task<void> {
         memory_store store;
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         auto reader = [](partition_log* l) -> task<bool> { co_return co_await l->wait_for_data(0, 5s); };
         auto writer = [](partition_log* l) -> task<bool> {
             (void)co_await sleep(5ms);
@@ -403,7 +389,7 @@ TEST_CASE("reads span segments, honour max_bytes and the high watermark, reject 
         auto cfg = test_config();
         cfg.segment_bytes = 1;
         cfg.cache_bytes = 0; // force reads through the store (index + range GET)
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         for (int i = 0; i < 5; ++i) {
             auto done7 = co_await produce(log.get(), batch_of(i * 2, 2));
             CHECK(done7.acked);
@@ -434,7 +420,7 @@ TEST_CASE("corrupt and old-format record sets are rejected", "[storage][log]") {
     auto t = []() -> task<void> {
         memory_store store;
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         auto good = batch_of(0, 2);
         auto bad = good;
         bad[bad.size() - 1] ^= 0x40; // breaks the CRC
@@ -469,7 +455,7 @@ TEST_CASE("restore of many segments costs the LIST pages and O(1) GETs", "[stora
         }
         memory_store store(b);
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         CHECK(log->next_offset() == 1500);
         CHECK(log->restored().segments == 1500);
         CHECK(store.stats().lists == 3); // 3,000 keys, 1,000 per page
@@ -493,7 +479,7 @@ TEST_CASE("concurrent readers share one GET per range, and sequential reads pref
             io_budget budget(8, nullptr);
             auto cfg = test_config();
             cfg.segment_bytes = 1;
-            auto log = co_await open_log(&store, &budget, cfg);
+            auto log = co_await open_log(store, budget, pid, cfg);
             for (int i = 0; i < 3; ++i) {
                 auto o = co_await produce(log.get(), batch_of(i * 2, 2));
                 CHECK(o.acked);
@@ -503,7 +489,7 @@ TEST_CASE("concurrent readers share one GET per range, and sequential reads pref
         memory_store store(b); // a new process: nothing cached
         store.set_latency(5ms);
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, test_config());
+        auto log = co_await open_log(store, budget, pid, test_config());
         auto reader = [](partition_log* l) -> task<std::size_t> {
             auto r = co_await l->read(0, 1);
             REQUIRE(r.has_value());
@@ -532,7 +518,7 @@ TEST_CASE("the age trigger flushes on a real timer, with no further appends", "[
         io_budget budget(8, nullptr);
         auto cfg = test_config();
         cfg.max_age = 20ms;
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         auto set = batch_of(0, 3);
         auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::leader);
         REQUIRE(r.has_value());
@@ -554,7 +540,7 @@ TEST_CASE("close flushes what is buffered (graceful drain)", "[storage][log]") {
         io_budget budget(8, nullptr);
         auto cfg = test_config();
         cfg.max_age = std::chrono::hours(1);
-        auto log = co_await open_log(&store, &budget, cfg);
+        auto log = co_await open_log(store, budget, pid, cfg);
         auto set = batch_of(0, 7);
         auto r = co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::leader);
         REQUIRE(r.has_value());

@@ -3,6 +3,7 @@
 // storage errors.
 #include "../metrics/metric_probe.hpp"
 #include "fake_s3.hpp"
+#include "fake_s3_client.hpp"
 #include "run_task.hpp"
 #include "store_contract.hpp"
 
@@ -27,6 +28,7 @@ using skiff::runtime::task;
 using skiff::test::fake_s3;
 using skiff::test::fault_action;
 using skiff::test::fault_rule;
+using skiff::test::make_client;
 
 namespace {
 
@@ -42,23 +44,10 @@ std::string message(const result<T, store_error>& r) {
 }
 
 s3::client_config config_for(const fake_s3& srv) {
-    s3::client_config cfg;
-    cfg.endpoint = srv.endpoint();
-    cfg.path_style = true;
-    cfg.creds = {"AKIDTEST", "secret/for+tests", ""};
-    cfg.retry.base = 1ms;
-    cfg.retry.cap = 5ms;
-    cfg.retry.max_attempts = 6;
+    s3::client_config cfg = skiff::test::fake_s3_client_config(srv);
     cfg.attempt_timeout = 5s;
     cfg.operation_deadline = 20s;
-    cfg.backoff_seed = 42;
     return cfg;
-}
-
-std::unique_ptr<s3::client> make_client(s3::client_config cfg) {
-    auto c = s3::client::create(std::move(cfg));
-    REQUIRE(c.has_value());
-    return std::move(*c);
 }
 
 std::unique_ptr<s3_store> make_store(s3::client& c, std::string_view url) {

@@ -3,6 +3,7 @@
 // metrics switched off leave every series untouched.
 #include "../metrics/metric_probe.hpp"
 #include "log_audit.hpp"
+#include "log_fixtures.hpp"
 #include "run_task.hpp"
 
 #include <skiff/metrics/registry.hpp>
@@ -30,26 +31,10 @@ using skiff::test::counter_value;
 using skiff::test::find_series;
 using skiff::test::gauge_value;
 using skiff::test::histogram_count;
+using skiff::test::open_log;
 
 namespace {
 
-log_config test_config() {
-    log_config c;
-    c.linger = 1ms;
-    c.max_age = 50ms;
-    c.retry_base = 1ms;
-    c.retry_cap = 5ms;
-    c.append_timeout = 5s;
-    c.close_timeout = 2s;
-    c.wall_ms = [] { return std::int64_t{1700000000000}; };
-    return c;
-}
-
-task<std::unique_ptr<partition_log>> open_log(object_store* store, io_budget* budget, partition_id pid) {
-    auto l = co_await partition_log::open(*store, *budget, pid, test_config());
-    REQUIRE(l.has_value());
-    co_return std::move(*l);
-}
 
 task<result<append_result, append_error>> append_durable(partition_log* log, std::string set) {
     co_return co_await log->append(std::span<const char>(set.data(), set.size()), ack_mode::durable);
@@ -116,7 +101,7 @@ TEST_CASE("an append and a flush move the flush, store, log and partition metric
         memory_store store;
         io_budget budget(8, nullptr);
         const partition_id pid("metrics-topic", 7);
-        auto log = co_await open_log(&store, &budget, pid);
+        auto log = co_await open_log(store, budget, pid);
         const metrics::labels part{{"topic", "metrics-topic"}, {"partition", "7"}};
         CHECK(find_series("skiff_partition_high_watermark", part).has_value());
 
@@ -195,7 +180,7 @@ TEST_CASE("a failed PUT counts an error by class, a retry, and shows in its span
         store.add_fault(mem_fault_rule("put", ".kfs", mem_fault::fail_transient, 1));
         io_budget budget(8, nullptr);
         budget.listen_to(store);
-        auto log = co_await open_log(&store, &budget, partition_id("metrics-fail", 0));
+        auto log = co_await open_log(store, budget, partition_id("metrics-fail", 0));
         auto r = co_await append_durable(log.get(), batch_of(0, 3));
         REQUIRE(r.has_value());
         const auto spans = metrics::trace_buffer::local().snapshot();
@@ -234,7 +219,7 @@ TEST_CASE("a restore counts segments and orphans, and the repair", "[storage][me
     auto t = [](std::shared_ptr<memory_bucket> b, partition_id id) -> task<void> {
         memory_store store(b);
         io_budget budget(8, nullptr);
-        auto log = co_await open_log(&store, &budget, id);
+        auto log = co_await open_log(store, budget, id);
         CHECK(log->restored().orphan_kfs == 1);
         CHECK(log->restored().orphan_index == 1);
         // The repair runs in the background; give it a few turns.
@@ -314,7 +299,7 @@ TEST_CASE("metrics and tracing switched off: nothing recorded, no flush named", 
         memory_store store;
         io_budget budget(8, nullptr);
         const partition_id pid("metrics-off", 0);
-        auto log = co_await open_log(&store, &budget, pid);
+        auto log = co_await open_log(store, budget, pid);
         CHECK_FALSE(find_series("skiff_partition_high_watermark", {{"topic", "metrics-off"}, {"partition", "0"}})
                         .has_value());
         auto r = co_await append_durable(log.get(), batch_of(0, 2));
@@ -341,8 +326,8 @@ TEST_CASE("two logs of one partition on a core: the second opens, the first repo
         memory_store store(bucket);
         io_budget budget(8, nullptr);
         const partition_id pid("metrics-twice", 0);
-        auto a = co_await open_log(&store, &budget, pid);
-        auto b = co_await open_log(&store, &budget, pid);
+        auto a = co_await open_log(store, budget, pid);
+        auto b = co_await open_log(store, budget, pid);
         CHECK(find_series("skiff_partition_high_watermark", {{"topic", "metrics-twice"}, {"partition", "0"}})
                   .has_value());
         co_await b->close();

@@ -2,7 +2,9 @@
 // through the stores' throttle observer, with the S3 store on the in-process fake S3, and
 // end to end through a partition log's flush uploads, the only retry loop of a flush.
 #include "fake_s3.hpp"
+#include "fake_s3_client.hpp"
 #include "log_audit.hpp"
+#include "log_fixtures.hpp"
 #include "run_task.hpp"
 
 #include <skiff/runtime/timer.hpp>
@@ -26,19 +28,15 @@ using skiff::test::batch_of;
 using skiff::test::fake_s3;
 using skiff::test::fault_action;
 using skiff::test::fault_rule;
+using skiff::test::open_log;
 
 namespace {
 
 std::span<const char> bytes(const std::string& s) { return {s.data(), s.size()}; }
 
 s3::client_config config_for(const fake_s3& srv) {
-    s3::client_config cfg;
-    cfg.endpoint = srv.endpoint();
-    cfg.path_style = true;
+    s3::client_config cfg = skiff::test::fake_s3_client_config(srv);
     cfg.creds = {"AKIDTHROTTLE", "throttle/secret", ""};
-    cfg.retry.base = 1ms;
-    cfg.retry.cap = 5ms;
-    cfg.retry.max_attempts = 6;
     cfg.attempt_timeout = 5s;
     cfg.operation_deadline = 20s;
     cfg.backoff_seed = 3;
@@ -61,21 +59,11 @@ struct s3_stack {
 };
 
 log_config log_cfg() {
-    log_config c;
-    c.linger = 1ms;
+    log_config c = skiff::test::fast_log_config();
     c.max_age = 20ms;
-    c.retry_base = 1ms;
-    c.retry_cap = 5ms;
     c.append_timeout = 20s;
     c.close_timeout = 5s;
-    c.wall_ms = [] { return std::int64_t{1700000000000}; };
     return c;
-}
-
-task<std::unique_ptr<partition_log>> open_log(object_store& store, io_budget& budget, partition_id pid) {
-    auto l = co_await partition_log::open(store, budget, pid, log_cfg());
-    REQUIRE(l.has_value());
-    co_return std::move(*l);
 }
 
 task<bool> append_durable(partition_log& log, int first_seq) {
@@ -209,7 +197,7 @@ TEST_CASE("flush uploads on S3: the budget halves at the first SlowDown, before 
         s3_stack st(*s, cfg);
         io_budget budget(16, nullptr);
         budget.listen_to(*st.store);
-        auto log = co_await open_log(*st.store, budget, partition_id("throttle-first", 0));
+        auto log = co_await open_log(*st.store, budget, partition_id("throttle-first", 0), log_cfg());
         auto append = [](partition_log* l, bool* out) -> task<void> { *out = co_await append_durable(*l, 0); };
         auto look = [](fake_s3* srv, io_budget* b, std::size_t* lim, std::uint64_t* thr) -> task<void> {
             // The second .kfs PUT reached the server: the first one's answer was handled.
@@ -244,7 +232,7 @@ TEST_CASE("flush uploads on S3: SlowDown on a share of PUTs is heard once per th
         s3_stack st(*s, config_for(*s));
         io_budget budget(16, nullptr);
         budget.listen_to(*st.store);
-        auto log = co_await open_log(*st.store, budget, partition_id("throttle-share", 0));
+        auto log = co_await open_log(*st.store, budget, partition_id("throttle-share", 0), log_cfg());
         for (int i = 0; i < 6; ++i) *ok = (co_await append_durable(*log, i * 3)) && *ok;
         *bs = budget.stats();
         *ls = log->stats();
@@ -271,7 +259,7 @@ TEST_CASE("flush uploads on S3: a burst of connection resets does not shrink the
         s3_stack st(*s, config_for(*s));
         io_budget budget(16, nullptr);
         budget.listen_to(*st.store);
-        auto log = co_await open_log(*st.store, budget, partition_id("throttle-reset", 0));
+        auto log = co_await open_log(*st.store, budget, partition_id("throttle-reset", 0), log_cfg());
         *ok = co_await append_durable(*log, 0);
         *bs = budget.stats();
         *lim = budget.current_limit();
