@@ -374,6 +374,10 @@ runtime::task<void> cluster_leave(shard* sh0) {
     co_await cr.node->leave();
     co_await cr.kv->close();
     sh0->shared->lease_valid_until_ns.store(0, std::memory_order_release);
+    // The etcd client belongs to this reactor: destroy it here, not with broker_shared.
+    cr.registrations.clear();
+    cr.node.reset();
+    cr.kv.reset();
     log::info("left the cluster: {} partitions handed over", all.size());
 }
 

@@ -237,6 +237,8 @@ runtime::task<result<void, storage::store_error>> group_manager::load(std::funct
         }
         token = page->next_token;
     } while (!token.empty());
+    // Quiet when there was nothing: in cluster mode every claimed group slot loads.
+    if (loaded == 0 && skipped == 0) co_return ok();
     log::info("group coordinator: loaded the committed offsets of {} group(s) from {}{}", loaded, _store.describe(),
               skipped ? fmt::format(" ({} object(s) skipped)", skipped) : std::string());
     co_return ok();

@@ -69,6 +69,13 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
     auto& log = *owned.slot->log;
     out.log_start_offset = log.log_start_offset();
     const auto mode = ack_mode_of(acks);
+    if (!may_acknowledge(sh, *owned.slot)) {
+        // Cluster mode, lease not provably alive (etcd unreachable): what would be appended now
+        // could not be acknowledged, and the client's retries would pile up copies of it.
+        out.error = kerr::not_leader_or_follower;
+        out.message = "this broker cannot currently prove it owns the partition";
+        co_return out;
+    }
 
     idempotence_guard guard(*owned.slot, topic, partition, batch->view);
     auto chk = co_await guard.reserve();
