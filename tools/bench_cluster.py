@@ -72,10 +72,15 @@ def create(bootstrap, topic, parts):
                        30, "leaders")
 
 
+_runs = [0]
+
+
 def cluster(skiff, workdir, ttl, n=3):
-    e = EtcdServer(workdir, name=f"etcd-{ttl}").start()
-    data = os.path.join(workdir, f"data-{ttl}")
-    bs = [start_broker(skiff, workdir, f"b{ttl}-{i}", data,
+    _runs[0] += 1
+    tag = f"{ttl}-{_runs[0]}"   # a fresh etcd and store per run
+    e = EtcdServer(workdir, name=f"etcd-{tag}").start()
+    data = os.path.join(workdir, f"data-{tag}")
+    bs = [start_broker(skiff, workdir, f"b{tag}-{i}", data,
                        ["--etcd", e.url, "--broker-id", str(i), "--lease-ttl-s", str(ttl)]) for i in range(1, n + 1)]
     boot = ",".join(f"127.0.0.1:{b.port}" for b in bs)
     harness.wait_until(lambda: len(AdminClient({"bootstrap.servers": boot}).list_topics(timeout=10).brokers) == n,

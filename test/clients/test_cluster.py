@@ -414,9 +414,11 @@ def test_bad_cluster_settings(t):
         raise AssertionError(f"unreachable etcd: exit {r.returncode}, stderr {r.stderr[-500:]!r}")
     # A broker id already live: refused.
     b1 = t.broker(cores=1, extra_args=["--etcd", e.url, "--broker-id", "7"])
-    r = subprocess.run([t.skiff, "serve", "--etcd", e.url, "--broker-id", "7",
-                        "--kafka-addr", f"127.0.0.1:{broker.free_port()}", "--http-addr", "off",
-                        "--data-dir", b1.data_dir], capture_output=True, text=True, timeout=60)
+    # The same settings as b1 (store, namespace, etcd), another address.
+    twin = b1.args()
+    twin[twin.index("--kafka-addr") + 1] = f"127.0.0.1:{broker.free_port()}"
+    twin[twin.index("--http-addr") + 1] = "off"
+    r = subprocess.run(twin, capture_output=True, text=True, timeout=60, env=b1.env)
     if r.returncode != 1 or "already registered" not in r.stderr:
         raise AssertionError(f"duplicate broker id: exit {r.returncode}, stderr {r.stderr[-500:]!r}")
     # Cluster mode on 0.0.0.0 without an advertised address: refused before anything starts.
