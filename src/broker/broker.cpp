@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <thread>
 
@@ -152,8 +154,18 @@ result<runtime::socket_address, std::string> bind_listeners_core0(shard& sh) {
     auto addr = runtime::socket_address::parse(sh.cfg().kafka_addr);
     if (!addr) return failure{"invalid --kafka-addr '" + sh.cfg().kafka_addr + "': " + addr.error()};
     if (addr->port() != 0) {
-        auto probe = runtime::tcp_listener::listen(*addr, runtime::listen_options{16, false});
-        if (!probe) return failure{probe.error()};
+        // Bind only, never listen: a listening probe would take (and then reset) the first
+        // connections of clients that are already retrying against this port.
+        const int fd = ::socket(addr->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return failure{std::string("socket: ") + std::strerror(errno)};
+        int one = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        const int rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr->storage), addr->len);
+        const int err = errno;
+        ::close(fd);
+        if (rc != 0) {
+            return failure{"cannot listen on " + addr->to_string() + ": " + std::strerror(err)};
+        }
     }
     auto l = runtime::tcp_listener::listen(*addr, runtime::listen_options{1024, true});
     if (!l) return failure{l.error()};

@@ -131,8 +131,12 @@ class Broker:
             if rc is not None:
                 raise BrokerError(f"broker {self.name} exited with status {rc} during startup")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    # A connect to a port nobody listens on can connect to itself (TCP
+                    # simultaneous open when the kernel picks the same source port): not ready.
+                    if s.getsockname() != s.getpeername():
+                        return
+                    print(f"    (wait_ready: self-connection on port {self.port}; still waiting)", flush=True)
             except OSError:
                 pass
             if time.monotonic() > deadline:
@@ -156,10 +160,24 @@ class Broker:
             self.proc.wait()
             raise BrokerError(f"broker {self.name} did not exit within {timeout} s of "
                               f"{signal.Signals(sig).name}; killed")
+        self._wait_port_released()
         if expect_rc is not None and rc != expect_rc:
             raise BrokerError(f"broker {self.name} exited with status {rc} after "
                               f"{signal.Signals(sig).name}, expected {expect_rc}")
         return rc
+
+    def _wait_port_released(self, timeout=10):
+        # io_uring releases the files its ring holds (the listening sockets with accepts in
+        # flight) in a kernel worker after the process is reaped: for a moment the dead broker's
+        # port still accepts connections, then resets them. A restart must not count those.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+            except OSError:
+                return
+            time.sleep(0.02)
 
     def kill(self):
         return self.stop(signal.SIGKILL, timeout=10, expect_rc=-signal.SIGKILL)
