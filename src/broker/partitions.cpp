@@ -245,9 +245,6 @@ runtime::task<void> install_catalog(shard& sh0, std::shared_ptr<const catalog> s
 }
 
 namespace {
-runtime::task<void> broadcast(shard& sh0, std::shared_ptr<const catalog> snap) {
-    co_await install_catalog(sh0, std::move(snap));
-}
 // Stores the topic's object, then installs the catalog with it on every core: a topic is
 // visible only once it is durable.
 runtime::task<admin_outcome> store_topic(shard& sh0, topic_info t) {
@@ -258,7 +255,7 @@ runtime::task<admin_outcome> store_topic(shard& sh0, topic_info t) {
     std::string name = t.name;
     next->topics[name] = std::move(t);
     ++next->version;
-    co_await broadcast(sh0, next);
+    co_await install_catalog(sh0, next);
     co_return admin_outcome{};
 }
 } // namespace
@@ -363,7 +360,7 @@ runtime::task<admin_outcome> delete_topic_locked(shard& sh0, std::string name) {
     auto next = std::make_shared<catalog>(*sh0.cat);
     next->topics.erase(name);
     ++next->version;
-    co_await broadcast(sh0, next);
+    co_await install_catalog(sh0, next);
     log::info("deleted topic {}", name);
     co_return admin_outcome{};
 }

@@ -208,13 +208,7 @@ runtime::task<void> node::watch_loop(std::stop_token st) {
 
 runtime::task<void> node::run(std::stop_token st) {
     // Two loops; the view and the lease are independent.
-    struct both {
-        static runtime::task<void> watch(node* n, std::stop_token s) { co_await n->watch_loop(std::move(s)); }
-    };
-    std::stop_source inner;
-    std::stop_callback link(st, [&inner] { inner.request_stop(); });
-    auto tok = inner.get_token();
-    co_await runtime::when_all(keepalive_loop(tok), both::watch(this, tok));
+    co_await runtime::when_all(keepalive_loop(st), watch_loop(st));
 }
 
 runtime::task<void> node::leave() {

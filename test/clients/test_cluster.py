@@ -4,10 +4,11 @@ etcd on loopback, driven by real clients (confluent-kafka, kcat).
 
 Every test starts its own etcd and brokers (`--cores 1` each, one shared data directory or S3
 namespace, short leases so takeovers are quick) and checks, for everything a producer got
-acknowledged, that it is served afterwards at the offset it was acknowledged at, exactly once.
+acknowledged, that it is served afterwards at the offset it was acknowledged at.
 
     test_cluster.py --skiff build/src/cli/skiff [--store local|s3] [-k NAME]
 """
+import collections
 import json
 import os
 import signal
@@ -162,12 +163,14 @@ def verify(t, b, stream, parts):
     if lost:
         problems.append(f"{len(lost)} of {len(stream.acked)} acknowledged messages missing or replaced, "
                         f"e.g. {lost[:6]}")
-    dup = sum(1 for i in stream.acked if list(found.values()).count(i) > 1) if len(stream.acked) < 3000 else 0
-    if dup:
-        problems.append(f"{dup} acknowledged messages appear more than once")
+    # The stream's producer is not idempotent: a retry after a lost answer (a broker killed or
+    # deposed after storing) is stored again, as Kafka does. Counted, not failed.
+    copies = collections.Counter(found.values())
+    dup = sum(1 for i in stream.acked if copies[i] > 1)
     if problems:
         raise AssertionError("; ".join(problems[:10]))
-    t.log(f"all {len(stream.acked)} acknowledged messages served once at their offsets "
+    t.log(f"all {len(stream.acked)} acknowledged messages served at their offsets ({dup} also stored again by "
+          f"producer retries) "
           f"({sum(len(v) for v in out.values())} in the log, {len(stream.failed)} failed deliveries)")
 
 
@@ -208,7 +211,7 @@ def find_coordinator(b, group):
 def test_three_brokers_any_bootstrap(t):
     e, bs = start_cluster(t)
     topic = t.topic("spread")
-    create_topic(bs[0], topic, 12)
+    create_topic(bs[0], topic, 30)  # with 12, one broker gets none in ~1% of topic names
     owners = leaders(bs[2], topic)
     by_broker = {}
     for p, l in owners.items():
