@@ -181,6 +181,13 @@ def fsck(t, b):
     else:
         args = [t.skiff, "fsck", b.data_dir, "--namespace", "default"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    # A SIGKILLed owner may leave half a pair (its .index landed, its .kfs did not): an orphan
+    # fsck reports and restore ignores. Anything else (corrupt, overlapping, mixed) fails.
+    findings = [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("  ")]
+    harmless = ("gap (warning)", "orphan .index", "orphan .kfs")
+    if r.returncode == 1 and findings and all(f.startswith(harmless) for f in findings):
+        t.log("fsck: only crash leftovers: " + "; ".join(f for f in findings if f.startswith("orphan")))
+        return
     if r.returncode != 0:
         raise AssertionError(f"skiff fsck exited {r.returncode}: {r.stdout[-2000:]} {r.stderr[-2000:]}")
     t.log("fsck: " + (r.stdout.strip().splitlines() or ["ok"])[-1])
