@@ -80,7 +80,7 @@ kafka::LeaveGroupResponse group_coordinator::leave(const kafka::LeaveGroupReques
     }
     kafka::error_code top = kerr::none;
     if (s.closed())
-        top = kerr::coordinator_not_available;
+        top = kerr::not_coordinator;
     else if (req.group_id.empty())
         top = kerr::invalid_group_id;
     if (top != kerr::none) {
@@ -277,7 +277,7 @@ kafka::DescribeGroupsResponse group_coordinator::describe_groups(const kafka::De
         kafka::DescribeGroupsResponse::DescribedGroup d;
         d.group_id = gid;
         if (s.closed()) {
-            d.error_code = kerr::coordinator_not_available;
+            d.error_code = kerr::not_coordinator;
         } else if (gid.empty()) {
             d.error_code = kerr::invalid_group_id;
         } else if (group* g = s.find_group(gid); !g) {

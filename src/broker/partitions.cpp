@@ -118,6 +118,7 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
         auto slot = std::make_unique<partition_slot>();
         slot->log = std::move(*opened);
         slot->epoch = epoch;
+        slot->epoch_start = slot->log->next_offset();
         auto* raw = slot.get();
         // Another owner wrote where this log was about to: drop it, so the next request
         // restores the partition again (and sees what the other owner wrote), or finds it is
@@ -137,6 +138,13 @@ runtime::task<void> drop_fenced(shard* sh, std::pair<std::string, std::int32_t> 
     owned->released = true;
     co_await owned->log->close();
     sh->retired.push_back(std::move(owned));
+}
+
+kafka::error_code leader_epoch_error(const partition_slot& slot, std::int32_t current) noexcept {
+    if (current < 0) return kerr::none;
+    if (current < slot.epoch) return kerr::fenced_leader_epoch;
+    if (current > slot.epoch) return kerr::unknown_leader_epoch;
+    return kerr::none;
 }
 
 runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition) {

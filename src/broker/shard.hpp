@@ -51,7 +51,15 @@ struct partition_slot {
     // began handing the partition over (nothing more is acknowledged from this slot).
     std::int32_t epoch = 0;
     bool released = false;
+    // The first offset this epoch assigns (the log's next offset when it was opened, past any
+    // takeover gap): where every earlier epoch ended, for OffsetForLeaderEpoch.
+    std::int64_t epoch_start = 0;
 };
+
+// Kafka's check of a request's current_leader_epoch (-1: the client does not know one):
+// older than ours is FENCED_LEADER_EPOCH (the client's metadata is stale), newer is
+// UNKNOWN_LEADER_EPOCH (ours is: we are about to learn we were deposed).
+kafka::error_code leader_epoch_error(const partition_slot& slot, std::int32_t current) noexcept;
 
 struct shard;
 struct cluster_runtime;

@@ -140,8 +140,10 @@ class Stream:
         return max(b - a for a, b in zip(times, times[1:]))
 
 
-def verify(t, b, stream, parts):
-    """Every acknowledged message is served at its acknowledged offset, once; nothing unknown."""
+def verify(t, b, stream, parts, exactly_once=False):
+    """Every acknowledged message is served at its acknowledged offset, once; nothing unknown.
+    `exactly_once` (an idempotent producer): no message is stored twice, and each partition
+    holds the producer's messages in the order it sent them."""
     out, _ = consume_partitions(b, stream.topic, parts, timeout=120)
     problems, found, seen = [], {}, set()
     for part, msgs in out.items():
@@ -167,6 +169,14 @@ def verify(t, b, stream, parts):
     # deposed after storing) is stored again, as Kafka does. Counted, not failed.
     copies = collections.Counter(found.values())
     dup = sum(1 for i in stream.acked if copies[i] > 1)
+    if exactly_once:
+        twice = sorted(i for i, n in copies.items() if n > 1)
+        if twice:
+            problems.append(f"{len(twice)} messages stored more than once by an idempotent producer, e.g. {twice[:6]}")
+        for part in out:
+            seq = [i for (p, _o), i in sorted(found.items()) if p == part]
+            if any(b <= a for a, b in zip(seq, seq[1:])):
+                problems.append(f"p{part}: messages out of the order they were sent")
     if problems:
         raise AssertionError("; ".join(problems[:10]))
     t.log(f"all {len(stream.acked)} acknowledged messages served at their offsets ({dup} also stored again by "
@@ -347,6 +357,27 @@ def test_sigkill_owner_with_s3_faults(t):
             proxy.wait()
 
 
+def test_idempotent_producer_across_owner_change(t):
+    """An idempotent producer keeps exactly-once, in-order delivery when the owner of its
+    partitions is SIGKILLed mid-stream: its retries of batches the dead owner stored are
+    recognised by the new owner (which rebuilt the producer state from the log)."""
+    e, bs = start_cluster(t)
+    topic = t.topic("idem")
+    create_topic(bs[0], topic, 3)
+    s = Stream(bs, topic, **{"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}).start()
+    s.wait_more(1500)
+    victim_id = leaders(bs[0], topic)[0]
+    victim = bs[victim_id - 1]
+    survivor = next(b for b in bs if b is not victim)
+    victim.kill()
+    t.log(f"SIGKILL broker {victim_id} under an idempotent stream")
+    s.wait_more(1500, timeout=90)
+    s.finish()
+    if s.failed:
+        raise AssertionError(f"{len(s.failed)} deliveries failed, e.g. {list(s.failed.items())[:3]}")
+    verify(t, survivor, s, 3, exactly_once=True)
+
+
 def test_paused_owner_is_fenced(t):
     e, bs = start_cluster(t)
     topic = t.topic("paused")
@@ -448,6 +479,7 @@ if __name__ == "__main__":
         (test_three_brokers_any_bootstrap, 180),
         (test_consumer_groups_spread_over_coordinators, 240),
         (test_sigkill_owner_with_s3_faults, 300),
+        (test_idempotent_producer_across_owner_change, 300),
         (test_paused_owner_is_fenced, 300),
         (test_rolling_restart_under_load, 400),
         (test_etcd_down_and_back, 300),

@@ -64,9 +64,9 @@ runtime::task<void> group_manager::close() {
             for (auto& [mid, m] : g->members) {
                 m->session.cancel();
                 if (m->join_waiter)
-                    std::exchange(m->join_waiter, nullptr)->set(join_error(kerr::coordinator_not_available, mid));
+                    std::exchange(m->join_waiter, nullptr)->set(join_error(kerr::not_coordinator, mid));
                 if (m->sync_waiter)
-                    std::exchange(m->sync_waiter, nullptr)->set(sync_error(kerr::coordinator_not_available));
+                    std::exchange(m->sync_waiter, nullptr)->set(sync_error(kerr::not_coordinator));
             }
         }
     }

@@ -335,7 +335,7 @@ std::shared_ptr<oneshot<JoinGroupResponse>> group_manager::handle_join(const kaf
         slot->set(join_error(code, mid));
         return slot;
     };
-    if (_closed) return fail(kerr::coordinator_not_available, req.member_id);
+    if (_closed) return fail(kerr::not_coordinator, req.member_id);
     sweep();
     if (req.group_id.empty()) return fail(kerr::invalid_group_id, req.member_id);
     if (req.session_timeout_ms < _cfg.min_session_timeout.count() ||
@@ -435,7 +435,7 @@ std::shared_ptr<oneshot<SyncGroupResponse>> group_manager::handle_sync(const kaf
         slot->set(sync_error(code));
         return slot;
     };
-    if (_closed) return fail(kerr::coordinator_not_available);
+    if (_closed) return fail(kerr::not_coordinator);
     sweep();
     if (req.group_id.empty()) return fail(kerr::invalid_group_id);
     group* gp = find_group(req.group_id);
@@ -484,7 +484,7 @@ std::shared_ptr<oneshot<SyncGroupResponse>> group_manager::handle_sync(const kaf
 }
 
 kafka::error_code group_manager::handle_heartbeat(const kafka::HeartbeatRequest& req, std::int16_t version) {
-    if (_closed) return kerr::coordinator_not_available;
+    if (_closed) return kerr::not_coordinator;
     sweep();
     if (req.group_id.empty()) return kerr::invalid_group_id;
     group* gp = find_group(req.group_id);

@@ -19,7 +19,7 @@ namespace skiff::broker::groups {
 // Kafka's GroupMetadata.validateOffsetCommit. May create the group (a standalone commit).
 kafka::error_code group_manager::validate_commit(const kafka::OffsetCommitRequest& req, std::int16_t version, group*& out) {
     out = nullptr;
-    if (_closed) return kerr::coordinator_not_available;
+    if (_closed) return kerr::not_coordinator;
     if (req.group_id.empty()) return kerr::invalid_group_id;
     const std::int32_t gen = version >= 1 ? req.generation_id_or_member_epoch : -1;
     const std::string mid = version >= 1 ? req.member_id : std::string();
@@ -103,7 +103,7 @@ std::shared_ptr<oneshot<kafka::error_code>> group_manager::enqueue_commit(group&
 }
 
 runtime::task<kafka::error_code> group_manager::delete_one(std::string name) {
-    if (_closed) co_return kerr::coordinator_not_available;
+    if (_closed) co_return kerr::not_coordinator;
     if (name.empty()) co_return kerr::invalid_group_id;
     auto it = _groups.find(name);
     if (it == _groups.end()) co_return kerr::group_id_not_found;
@@ -146,7 +146,7 @@ fetched_group group_manager::fetch_group(const std::string& gid, const std::opti
     fetched_group out;
     kafka::error_code err = kerr::none;
     if (_closed)
-        err = kerr::coordinator_not_available;
+        err = kerr::not_coordinator;
     else if (gid.empty())
         err = kerr::invalid_group_id;
     group* g = err == kerr::none ? find_group(gid) : nullptr;

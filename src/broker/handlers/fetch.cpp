@@ -24,11 +24,15 @@ struct read_outcome {
 };
 
 runtime::task<read_outcome> read_on_owner(shard& sh, std::string topic, std::int32_t partition, std::int64_t offset,
-                                          std::size_t max_bytes) {
+                                          std::size_t max_bytes, std::int32_t current_leader_epoch) {
     read_outcome out;
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
         out.error = owned.error;
+        co_return out;
+    }
+    if (auto e = leader_epoch_error(*owned.slot, current_leader_epoch); e != kerr::none) {
+        out.error = e;
         co_return out;
     }
     auto& log = *owned.slot->log;
@@ -80,6 +84,7 @@ struct fetch_item {
     std::int32_t index = 0;
     std::int64_t offset = 0;
     std::size_t max_bytes = 0;
+    std::int32_t current_leader_epoch = -1;
 };
 
 } // namespace
@@ -112,6 +117,7 @@ runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req) {
                 it.index = fp.partition;
                 it.offset = fp.fetch_offset;
                 it.max_bytes = static_cast<std::size_t>(fp.partition_max_bytes);
+                it.current_leader_epoch = fp.current_leader_epoch;
                 items.push_back(std::move(it));
             }
             tr.partitions.push_back(std::move(pd));
@@ -131,7 +137,7 @@ runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req) {
             const fetch_item* ip = &it;
             const std::size_t max = std::min(it.max_bytes, response_max);
             reads.push_back(on_partition_owner(sh, it.name, it.index, [ip, max](shard& o) {
-                return read_on_owner(o, ip->name, ip->index, ip->offset, max);
+                return read_on_owner(o, ip->name, ip->index, ip->offset, max, ip->current_leader_epoch);
             }));
         }
         auto results = co_await runtime::when_all(std::move(reads));

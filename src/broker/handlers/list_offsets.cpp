@@ -16,6 +16,7 @@ struct offset_outcome {
     kafka::error_code error = kerr::none;
     std::int64_t offset = -1;
     std::int64_t timestamp = -1;
+    std::int32_t leader_epoch = -1;
 };
 
 // The earliest offset whose record timestamp is >= ts. There is no time index yet, so this
@@ -27,6 +28,7 @@ runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::
         if (b.next_offset() <= start || b.max_timestamp < ts) return true;
         out.offset = std::max(b.base_offset, start);
         out.timestamp = b.max_timestamp;
+        out.leader_epoch = b.partition_leader_epoch; // Kafka answers the epoch of the batch found
         if (!b.is_compressed()) {
             if (auto recs = storage::parse_records(b)) {
                 for (auto& rec : *recs) {
@@ -47,13 +49,18 @@ runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::
 }
 
 runtime::task<offset_outcome> list_offset_on_owner(shard& sh, std::string topic, std::int32_t partition,
-                                                   std::int64_t ts) {
+                                                   std::int64_t ts, std::int32_t current_leader_epoch) {
     offset_outcome out;
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
         out.error = owned.error;
         co_return out;
     }
+    if (auto e = leader_epoch_error(*owned.slot, current_leader_epoch); e != kerr::none) {
+        out.error = e;
+        co_return out;
+    }
+    out.leader_epoch = owned.slot->epoch;
     auto& log = *owned.slot->log;
     if (ts == -2) {
         out.offset = log.log_start_offset();
@@ -85,7 +92,6 @@ runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffse
             pr.partition_index = p.partition_index;
             pr.offset = -1;
             pr.timestamp = -1;
-            if (ctx.version >= 4) pr.leader_epoch = 0;
             if (!info || p.partition_index < 0 || p.partition_index >= info->partitions) {
                 pr.error_code = kerr::unknown_topic_or_partition;
             } else {
@@ -93,8 +99,9 @@ runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffse
                 const std::string* name = &t.name;
                 const std::int32_t part = p.partition_index;
                 const std::int64_t ts = p.timestamp;
-                work.push_back(on_partition_owner(ctx.sh, t.name, part, [name, part, ts](shard& o) {
-                    return list_offset_on_owner(o, *name, part, ts);
+                const std::int32_t current = ctx.version >= 4 ? p.current_leader_epoch : -1;
+                work.push_back(on_partition_owner(ctx.sh, t.name, part, [name, part, ts, current](shard& o) {
+                    return list_offset_on_owner(o, *name, part, ts, current);
                 }));
             }
             tr.partitions.push_back(std::move(pr));
@@ -107,6 +114,7 @@ runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffse
         pr.error_code = results[i].error;
         pr.offset = results[i].offset;
         pr.timestamp = results[i].timestamp;
+        if (ctx.version >= 4) pr.leader_epoch = results[i].leader_epoch;
     }
     co_return respond(r, ctx);
 }

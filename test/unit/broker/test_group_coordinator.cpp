@@ -78,7 +78,7 @@ TEST_CASE("close answers pending joins and syncs and refuses new work", "[broker
         }(e->coord.get()));
         co_await settle();
         REQUIRE(s1->has_value());
-        CHECK((*s1)->error_code == kerr::coordinator_not_available);
+        CHECK((*s1)->error_code == kerr::not_coordinator);
         CHECK_FALSE(closing->has_value()); // the write in flight is still landing
         co_await pass_time(e, 10ms);
         REQUIRE(cs->has_value());
@@ -87,11 +87,11 @@ TEST_CASE("close answers pending joins and syncs and refuses new work", "[broker
 
         auto r2 = join_req("g", "");
         auto j2 = co_await e->coord->join(std::move(r2), 5, "c2", "/h");
-        CHECK(j2.error_code == kerr::coordinator_not_available);
-        CHECK(heartbeat(e, "g", 0, "x").error_code == kerr::coordinator_not_available);
+        CHECK(j2.error_code == kerr::not_coordinator);
+        CHECK(heartbeat(e, "g", 0, "x").error_code == kerr::not_coordinator);
         auto c2 = commit_req("h", {{"t", 0, 2}});
         auto rc = co_await e->coord->commit_offsets(std::move(c2), 8);
-        CHECK(commit_errors(rc) == std::vector<kafka::error_code>{kerr::coordinator_not_available});
+        CHECK(commit_errors(rc) == std::vector<kafka::error_code>{kerr::not_coordinator});
     }(&e));
 }
 
@@ -106,10 +106,10 @@ TEST_CASE("close answers a follower waiting for the leader's sync", "[broker][gr
         co_await e->coord->close();
         co_await settle();
         REQUIRE(fs->has_value());
-        CHECK((*fs)->error_code == kerr::coordinator_not_available);
+        CHECK((*fs)->error_code == kerr::not_coordinator);
         kafka::DescribeGroupsRequest d;
         d.groups = {"g"};
-        CHECK(e->coord->describe_groups(d, 5).groups[0].error_code == kerr::coordinator_not_available);
+        CHECK(e->coord->describe_groups(d, 5).groups[0].error_code == kerr::not_coordinator);
     }(&e));
 }
 
