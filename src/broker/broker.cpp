@@ -75,6 +75,7 @@ result<void, std::string> open_store(shard& sh) {
         sh.store = std::move(*s);
     }
     sh.budget = std::make_unique<storage::io_budget>(64, &sh.shared->io_cap);
+    sh.budget->set_put_rate(sh.shared->put_rate.get());
     // SlowDown halves the budget at the request that got it (docs/retries.md).
     sh.budget->listen_to(*sh.store);
     sh.groups = std::make_unique<group_coordinator>(*sh.store, group_config_for(cfg));
@@ -125,6 +126,26 @@ void register_metrics(shard& sh) {
     sh.registrations.push_back(reg.counter_fn("skiff_group_offset_commits_total", "Offset commits stored.", {}, [p] {
         return p->groups ? p->groups->stats().offset_commits : 0;
     }));
+    // The request budget is process-wide: core 0 alone reports it (scrapes add cores up).
+    if (sh.core == 0 && sh.shared->put_rate) {
+        const storage::put_rate* rate = sh.shared->put_rate.get();
+        const double price = sh.shared->cfg.put_price_per_1000;
+        sh.registrations.push_back(reg.gauge_fn(
+            "skiff_flush_put_cost_per_gb_microusd",
+            "Request cost of the segment uploads so far per GB uploaded, in millionths of a USD, at "
+            "--put-price-per-1000.",
+            {}, [rate, price] {
+                const double gb = static_cast<double>(rate->put_bytes()) / 1e9;
+                if (gb <= 0) return std::int64_t{0};
+                return static_cast<std::int64_t>(static_cast<double>(rate->puts()) / 1000.0 * price / gb * 1e6);
+            }));
+        sh.registrations.push_back(reg.gauge_fn("skiff_flush_put_budget_per_second",
+                                                "The request budget: segment-upload PUTs per second (0: unlimited).",
+                                                {}, [rate] { return static_cast<std::int64_t>(rate->per_second()); }));
+        sh.registrations.push_back(reg.counter_fn("skiff_flush_put_budget_delayed_total",
+                                                  "Segment-upload PUTs that waited for their slot in the request budget.",
+                                                  {}, [rate] { return rate->delayed(); }));
+    }
 }
 
 runtime::task<void> accept_loop(shard* sh) {
@@ -449,6 +470,7 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     if (!group) return failure{group.error()};
     broker_shared shared;
     shared.cfg = std::move(cfg);
+    shared.put_rate = std::make_unique<storage::put_rate>(shared.cfg.max_puts_per_second);
     shared.cores = cores;
     shared.shards.assign(cores, nullptr);
     startup su;

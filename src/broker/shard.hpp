@@ -22,6 +22,7 @@
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 #include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/put_rate.hpp>
 #include <skiff/storage/record_batch.hpp>
 
 #include <atomic>
@@ -70,6 +71,7 @@ struct broker_shared {
     unsigned cores = 1;
     std::vector<shard*> shards;      // shard i is only touched on core i
     storage::global_io_cap io_cap{256};
+    std::unique_ptr<storage::put_rate> put_rate; // the request budget, every core's flushes
     std::atomic<bool> stopping{false};
     // Cluster mode: core 0's cluster state, and the end of the lease's proven lifetime on the
     // steady clock (ns since its epoch), which every core checks before acknowledging a write.

@@ -64,14 +64,21 @@ const flag flags[] = {
      [](const cfg_t& c) {
          return std::string(c.log.mode == storage::upload_mode::parallel ? "parallel" : "sequential");
      }},
-    {"flush-linger-ms", kind::number, "MS", "wait this long for more data after an acks=all produce",
-     [](const cfg_t& c) { return ms(c.log.linger); }},
+    {"flush-linger-ms", kind::text, "MS|adaptive",
+     "adaptive: flush at once when idle, group commit under load; MS: wait this long for more data after an "
+     "acks=all produce (fewer PUTs, more latency)",
+     [](const cfg_t& c) { return c.log.linger ? ms(*c.log.linger) : std::string("adaptive"); }},
     {"flush-interval-ms", kind::number, "MS", "flush buffered data at least this often",
      [](const cfg_t& c) { return ms(c.log.max_age); }},
     {"segment-bytes", kind::number, "N", "flush when a partition buffers this much",
      [](const cfg_t& c) { return std::to_string(c.log.segment_bytes); }},
-    {"max-inflight-flushes", kind::number, "N", "segments of one partition uploading at once",
+    {"max-inflight-flushes", kind::number, "N", "most segments of one partition uploading at once",
      [](const cfg_t& c) { return std::to_string(c.log.max_inflight_flushes); }},
+    {"max-puts-per-second", kind::number, "N",
+     "request budget: segment-upload PUTs per second for the whole broker (0: unlimited)",
+     [](const cfg_t& c) { return fmt::format("{}", c.max_puts_per_second); }},
+    {"put-price-per-1000", kind::text, "USD", "price per 1,000 PUTs the request-cost metric uses",
+     [](const cfg_t& c) { return fmt::format("{}", c.put_price_per_1000); }},
     {"auto-create-topics", kind::boolean, "", "create topics on first Metadata request",
      [](const cfg_t& c) { return yes_no(c.auto_create_topics); }},
     {"default-partitions", kind::number, "N", "partitions of auto-created topics",
@@ -243,8 +250,24 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
         }
     }
     std::int64_t n = 0;
-    if (auto e = number(s, "flush-linger-ms", 0, 60000, n)) return failure{*e};
-    if (s.values.count("flush-linger-ms")) cfg.log.linger = std::chrono::milliseconds(n);
+    if (auto* v = text("flush-linger-ms"); v && *v != "adaptive") {
+        if (auto e = number(s, "flush-linger-ms", 0, 60000, n)) {
+            return failure{"--flush-linger-ms must be 'adaptive' or a number of milliseconds from 0 to 60000, not '" +
+                           *v + "'"};
+        }
+        cfg.log.linger = std::chrono::milliseconds(n);
+    }
+    if (auto e = number(s, "max-puts-per-second", 0, 10000000, n)) return failure{*e};
+    if (s.values.count("max-puts-per-second")) cfg.max_puts_per_second = static_cast<double>(n);
+    if (auto* v = text("put-price-per-1000")) {
+        double price = -1;
+        const char* b = v->data();
+        auto [end, ec] = std::from_chars(b, b + v->size(), price);
+        if (ec != std::errc() || end != b + v->size() || !(price >= 0) || price > 1000) {
+            return failure{"--put-price-per-1000 must be a price in USD from 0 to 1000, not '" + *v + "'"};
+        }
+        cfg.put_price_per_1000 = price;
+    }
     if (auto e = number(s, "flush-interval-ms", 1, 3600000, n)) return failure{*e};
     if (s.values.count("flush-interval-ms")) cfg.log.max_age = std::chrono::milliseconds(n);
     if (auto e = number(s, "segment-bytes", 1024, 1 << 30, n)) return failure{*e};

@@ -3,16 +3,26 @@
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/put_rate.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace skiff::storage::detail {
+
+namespace {
+runtime::time_point rnow() { return runtime::reactor::local().now(); }
+
+// Before the first upload of a partition finished there is no round trip to go by; this
+// stands in (a fast object store's) so the first waiters behind an upload are not held long.
+constexpr std::int64_t default_rtt_ns = 4'000'000;
+} // namespace
 
 flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const std::string& ns, const partition_id& id,
                                const log_config& cfg, runtime::gate& gate, log_instruments& m, log_stats& stats,
                                commit_fn on_committed, fenced_fn on_fenced)
     : _store(store), _budget(budget), _ns(ns), _id(id), _cfg(cfg), _gate(gate), _m(m), _stats(stats),
-      _on_committed(std::move(on_committed)), _on_fenced(std::move(on_fenced)), _flush_timer([this] { maybe_flush(); }), _upload_backoff(_cfg.retry_base, _cfg.retry_cap) {
+      _on_committed(std::move(on_committed)), _on_fenced(std::move(on_fenced)), _flush_timer([this] { on_timer(); }), _upload_backoff(_cfg.retry_base, _cfg.retry_cap) {
     _buffered_g.bind(m.buffered_bytes);
     _uploading_g.bind(m.flushes_in_flight);
 }
@@ -22,7 +32,7 @@ flush_pipeline::flush_pipeline(object_store& store, io_budget& budget, const std
 void flush_pipeline::start_segment(std::int64_t next_offset, std::size_t set_bytes) {
     _builder.emplace(next_offset, _cfg.index_interval, _cfg.segment_bytes + set_bytes);
     if (_cfg.leader_epoch) _builder->stamp_leader_epoch(*_cfg.leader_epoch);
-    _first_append = clock::now();
+    _first_append = rnow();
 }
 
 result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batch_view> batches,
@@ -65,7 +75,7 @@ result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batc
 
 void flush_pipeline::add_waiter(std::shared_ptr<ack_latch> w) {
     _builder_waiters.push_back(std::move(w));
-    if (!_first_waiter) _first_waiter = clock::now();
+    if (!_first_waiter) _first_waiter = rnow();
 }
 
 // Seals the active buffer into a flush job (objects built once, here).
@@ -75,6 +85,7 @@ void flush_pipeline::seal() {
     // The flush trace starts here: building the objects is its first step.
     auto trace = metrics::span::root("flush");
     auto build = trace.child("build");
+    const auto body_bytes = _builder->body_bytes();
     auto built = std::move(*_builder).finish(_cfg.wall_ms());
     _builder.reset();
     build.end();
@@ -99,6 +110,18 @@ void flush_pipeline::seal() {
     job->waiters = std::move(_builder_waiters);
     job->memory = std::move(_builder_memory);
     job->sealed_at = clock::now();
+    job->first_append = _first_append.value_or(rnow());
+    job->prepaid = std::exchange(_prepaid, 0);
+    // The arrival rate: bytes sealed over the time since the previous seal (or since this
+    // segment's first append), smoothed.
+    {
+        const auto now = rnow();
+        const auto since = std::min(_last_seal.value_or(job->first_append), job->first_append);
+        const double secs = std::max(1e-4, std::chrono::duration<double>(now - since).count());
+        const double sample = static_cast<double>(body_bytes) / secs;
+        _arrival_bps = _arrival_bps == 0 ? sample : 0.75 * _arrival_bps + 0.25 * sample;
+        _last_seal = now;
+    }
     _builder_waiters.clear();
     _builder_memory.clear();
     _builder_records = 0;
@@ -118,6 +141,8 @@ void flush_pipeline::pump() {
         ++_uploading;
         _uploading_g.add(1);
         j->upload_started = _m.now();
+        j->upload_began = rnow();
+        _m.flush_wait.record(j->upload_began - j->first_append);
         ++_stats.flushes;
         _stats.flushed_bytes += j->kfs->size() + j->index->size();
         auto spawned = _gate.spawn(run_job(j.get()));
@@ -135,27 +160,104 @@ void flush_pipeline::flush_now() {
     pump();
 }
 
-// Decides whether the active buffer should become a segment now, or arms the timer.
+runtime::duration flush_pipeline::wait_bound() const noexcept {
+    if (_cfg.linger) return std::chrono::duration_cast<runtime::duration>(*_cfg.linger);
+    // A waiter held back behind uploads in flight pays this on top of its own round trip: a
+    // quarter of it keeps that within 1.25 round trips while everything that arrives in the
+    // meantime shares one segment. Clamped so a very fast store still gathers a little and a
+    // very slow one does not hold data for long.
+    const std::int64_t rtt = _rtt_ns > 0 ? _rtt_ns : default_rtt_ns;
+    return runtime::duration(std::clamp<std::int64_t>(rtt / 4, 100'000, 25'000'000));
+}
+
+int flush_pipeline::depth_limit() const noexcept {
+    const int cap = std::max(1, _cfg.max_inflight_flushes);
+    if (_cfg.linger) return cap;
+    // Enough uploads to carry one round trip's worth of arriving bytes in full segments, plus
+    // the time-bound flushes one round trip holds (one per wait_bound()), plus one.
+    const std::int64_t rtt = _rtt_ns > 0 ? _rtt_ns : default_rtt_ns;
+    const double in_rtt = _arrival_bps * static_cast<double>(rtt) / 1e9;
+    const auto by_bytes = static_cast<int>(std::ceil(in_rtt / static_cast<double>(std::max<std::size_t>(1, _cfg.segment_bytes))));
+    const auto bound = std::max<std::int64_t>(1, wait_bound().count());
+    const auto by_time = static_cast<int>((rtt + bound - 1) / bound);
+    return std::clamp(1 + by_bytes + by_time, 1, cap);
+}
+
+void flush_pipeline::on_timer() {
+    _timer_firing = true;
+    maybe_flush();
+    _timer_firing = false;
+}
+
+// Decides whether the active buffer should become a segment now, or arms the timer for when
+// it should. Called after every append, when the timer fires, and when an upload finishes
+// (a slot freed).
 void flush_pipeline::maybe_flush() {
     if (_fenced || !_builder || _builder->empty()) return;
     const bool size_due = _builder->body_bytes() >= _cfg.segment_bytes ||
                           _builder_records >= static_cast<std::int64_t>(_cfg.segment_records);
-    const bool slot_free = _uploading < _cfg.max_inflight_flushes;
-    auto now = clock::now();
-    auto due = *_first_append + _cfg.max_age;
-    if (_first_waiter) due = std::min(due, *_first_waiter + _cfg.linger);
-    if (size_due || _closing || (slot_free && now >= due)) {
-        // A size-due buffer is sealed even when no slot is free (memory bounds the
-        // queue); a time-due one waits for a slot and meanwhile keeps gathering.
-        if (size_due || slot_free || _closing) {
-            flush_now();
+    if (size_due || _closing) {
+        // A full buffer is sealed even when no slot is free (memory bounds the queue).
+        flush_now();
+        return;
+    }
+    if (_pacing) return; // a due flush waits for its PUT slots; this data joins it
+    const auto now = rnow();
+    const bool slot_free = _uploading < depth_limit();
+    runtime::time_point due = *_first_append + std::chrono::duration_cast<runtime::duration>(_cfg.max_age);
+    if (_first_waiter) {
+        if (!_cfg.linger && _uploading == 0) {
+            // Idle: flush at the end of this reactor turn, so every append of the turn joins.
+            if (_timer_firing) {
+                start_flush();
+            } else if (!_flush_timer.armed() || _flush_timer.deadline() > now) {
+                _flush_timer.arm(now);
+            }
             return;
         }
+        due = std::min(due, *_first_waiter + wait_bound());
     }
-    if (now < due) {
-        auto rnow = runtime::reactor::local().now();
-        _flush_timer.arm(rnow + std::chrono::duration_cast<runtime::duration>(due - now));
+    if (now >= due) {
+        // Time-due: it waits for a slot and meanwhile keeps gathering; run_job calls back here
+        // when one frees.
+        if (slot_free) start_flush();
+        return;
     }
+    if (!_flush_timer.armed() || _flush_timer.deadline() > due) _flush_timer.arm(due);
+}
+
+void flush_pipeline::start_flush() {
+    put_rate* rate = _budget.rate();
+    if (!rate || !rate->limited()) {
+        flush_now();
+        return;
+    }
+    _pacing = true;
+    _flush_timer.cancel();
+    auto spawned = _gate.spawn(paced_flush());
+    if (!spawned) {
+        _pacing = false;
+        flush_now();
+    }
+}
+
+// Under the request budget: reserve the segment's two PUTs, then seal what has gathered by
+// the time they may start.
+runtime::task<void> flush_pipeline::paced_flush() {
+    const bool ok = co_await _budget.rate()->acquire(2, _gate.stop_token());
+    _pacing = false;
+    if (!ok || _fenced) co_return; // closing: close() flushes what is left, unpaced
+    _prepaid = 2;
+    flush_now();
+    _prepaid = 0; // nothing was sealed: the slots are forfeited
+    maybe_flush(); // more may have arrived behind a segment cut by size
+}
+
+// The round trip of a finished upload (both objects stored), for the adaptive schedule.
+void flush_pipeline::note_upload_done(const flush_job& job) noexcept {
+    const std::int64_t sample = (rnow() - job.upload_began).count();
+    if (sample <= 0) return;
+    _rtt_ns = _rtt_ns == 0 ? sample : (3 * _rtt_ns + sample) / 4;
 }
 
 // ---- uploads --------------------------------------------------------------------------------
@@ -184,6 +286,17 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
     }
     for (int attempt = 0;; ++attempt) {
         put_span.set("retries", attempt);
+        // The request budget: the first attempt's slot was reserved before sealing; every
+        // other attempt reserves its own.
+        if (job->prepaid > 0 && attempt == 0) {
+            --job->prepaid;
+        } else if (put_rate* rate = _budget.rate(); rate && rate->limited()) {
+            if (!co_await rate->acquire(1, st)) {
+                put_span.set("status", "cancelled");
+                job->failed = true;
+                co_return;
+            }
+        }
         auto permit = co_await _budget.acquire(io_budget::priority::high, st);
         if (!permit) {
             put_span.set("status", "cancelled");
@@ -199,6 +312,9 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
         const auto t0 = _m.now();
         // If-absent: only the owner that assigned these offsets may write this key. A retry of
         // an attempt that landed unseen is refused too, and told apart below.
+        _m.flush_puts.inc();
+        _m.put_size.record(body->size());
+        if (put_rate* rate = _budget.rate()) rate->record_put(body->size());
         auto r = co_await _store.put_once(key, bytes, true, st);
         _m.store_done(store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
         permit->release();
@@ -305,7 +421,10 @@ runtime::task<void> flush_pipeline::run_job(flush_job* job) {
         if (!job->failed) co_await upload(job, 1);
     }
     if (_fenced) co_await remove_half_pair(job);
-    if (job->done()) job->commit_span = job->trace.child("commit");
+    if (job->done()) {
+        job->commit_span = job->trace.child("commit");
+        note_upload_done(*job);
+    }
     job->finished = true;
     --_uploading;
     _uploading_g.add(-1);
@@ -336,6 +455,7 @@ void flush_pipeline::commit_ready() {
                 _m.flush_bytes[0].inc(j.kfs->size());
                 _m.flush_bytes[1].inc(j.index->size());
                 _m.flush_size.record(j.kfs->size());
+                _m.segment_records.record(static_cast<std::uint64_t>(j.records));
                 _m.flush_duration.record(clock::now() - j.upload_started);
             }
             j.commit_span.end();

@@ -14,6 +14,18 @@
 // our own bytes (an earlier attempt landed, its answer was lost) count as stored; anything
 // else means another owner took the partition, and the pipeline is fenced (fence()).
 //
+// Scheduling (docs/flush-scheduling.md). When to seal the active segment is maybe_flush()'s
+// decision. Adaptive (log_config::linger unset): an acks=all waiter on a partition with no
+// upload in flight is flushed at the end of the reactor turn (every append of that turn
+// joins); behind uploads in flight, appends gather until the oldest waiter has waited
+// wait_bound() (a quarter of the observed round trip) and a slot is free, or until a slot
+// frees after the depth limit held them back. The depth limit follows the round trip and the
+// arrival rate (depth_limit()). Fixed (linger set): a flush starts `linger` after the first
+// waiter, up to max_inflight_flushes deep. Either way a full segment is sealed at once, data
+// nobody waits on (acks 0/1) goes out with the next flush or after max_age, and under a
+// request budget (put_rate.hpp) a due flush first reserves its two PUTs, gathering appends
+// while it waits.
+//
 // Private to src/storage. One core, like the log that owns it.
 #pragma once
 
@@ -73,6 +85,9 @@ struct flush_job {
     metrics::span_context flush_ctx;    // handed to the producers it acknowledges
     clock::time_point sealed_at;
     clock::time_point upload_started;   // only read when metrics are on
+    runtime::time_point upload_began{}; // the reactor's clock: the round-trip estimate
+    runtime::time_point first_append{}; // of its data: the flush wait
+    int prepaid = 0;                    // PUTs of the request budget reserved before sealing
     metrics::span trace;                // root "flush": build, put ×2, commit
     metrics::span commit_span;          // both objects stored → committed in offset order
     gauge_share in_flight_bytes;        // skiff_log_in_flight_bytes, taken back when the job goes
@@ -129,6 +144,12 @@ public:
 
     bool idle() const noexcept { return _jobs.empty(); }
     int uploading() const noexcept { return _uploading; }
+    // The adaptive scheduler's current view: how long a waiter behind uploads in flight may be
+    // held to gather more, and how many uploads may run at once (log_config::max_inflight_flushes
+    // in the fixed mode). The round-trip estimate is 0 before the first upload finished.
+    runtime::duration wait_bound() const noexcept;
+    int depth_limit() const noexcept;
+    runtime::duration round_trip() const noexcept { return runtime::duration(_rtt_ns); }
     std::size_t buffered_bytes() const noexcept { return _builder ? _builder->body_bytes() : 0; }
 
 private:
@@ -136,6 +157,11 @@ private:
 
     void seal();
     void pump();
+    void on_timer();
+    // A due flush: now, or (under a request budget) once its two PUTs are reserved.
+    void start_flush();
+    runtime::task<void> paced_flush();
+    void note_upload_done(const flush_job& job) noexcept;
     runtime::task<void> upload(flush_job* job, int which);
     runtime::task<void> run_job(flush_job* job);
     void commit_ready();
@@ -163,8 +189,8 @@ private:
     // become the .kfs.
     std::optional<segment_builder> _builder;
     std::int64_t _builder_records = 0;
-    std::optional<clock::time_point> _first_append;
-    std::optional<clock::time_point> _first_waiter;
+    std::optional<runtime::time_point> _first_append; // the reactor's clock, like the timer
+    std::optional<runtime::time_point> _first_waiter;
     std::vector<std::shared_ptr<ack_latch>> _builder_waiters;
     std::vector<runtime::semaphore::units> _builder_memory;
 
@@ -172,6 +198,14 @@ private:
     int _uploading = 0;
     bool _closing = false;
     bool _fenced = false;
+    bool _timer_firing = false; // maybe_flush() runs from the flush timer (the turn's end)
+    bool _pacing = false;       // a due flush waits for its PUT slots; appends join it
+    int _prepaid = 0;           // PUT slots reserved for the next sealed job
+    // Estimates for the adaptive scheduler: an upload's round trip (EWMA of both objects
+    // stored, ns) and the bytes buffered per second (EWMA, sampled at each seal).
+    std::int64_t _rtt_ns = 0;
+    double _arrival_bps = 0;
+    std::optional<runtime::time_point> _last_seal;
     runtime::timer _flush_timer;
     full_jitter_backoff _upload_backoff; // upload()'s delays, one generator per partition
     gauge_share _buffered_g, _uploading_g;

@@ -58,6 +58,12 @@ log_instruments log_instruments::make() {
                                      unit::seconds);
     m.flush_size = reg.histogram("skiff_flush_size_bytes", "Size of a flushed segment (.kfs).", unit::bytes);
     m.flushes_in_flight = reg.gauge("skiff_flushes_in_flight", "Segments uploading.");
+    m.flush_puts = reg.counter("skiff_flush_puts_total",
+                               "PUT requests of segment uploads (.kfs and .index, retries included): the request cost.");
+    m.put_size = reg.histogram("skiff_flush_put_size_bytes", "Bytes carried by one segment-upload PUT.", unit::bytes);
+    m.segment_records = reg.histogram("skiff_flush_segment_records", "Records in one committed segment.", unit::none);
+    m.flush_wait = reg.histogram("skiff_flush_wait_duration_seconds",
+                                 "From the first append of a segment to the start of its upload.", unit::seconds);
 
     const store_op ops[] = {store_op::put, store_op::get, store_op::get_range};
     for (auto op : ops) {

@@ -62,6 +62,11 @@ struct log_instruments {
     metrics::counter upload_already_landed, fences;
     metrics::histogram flush_duration, flush_size;
     metrics::gauge flushes_in_flight;
+    // The flush scheduler's cost and latency (docs/flush-scheduling.md): every PUT attempt of a
+    // segment or index, the bytes each carried, records per committed segment, and how long a
+    // segment's first record waited before its upload started.
+    metrics::counter flush_puts;
+    metrics::histogram put_size, segment_records, flush_wait;
 
     // Requests to the object store.
     struct store_slot {

@@ -31,6 +31,12 @@ struct broker_config {
     std::string ns = "default";
 
     storage::log_config log;                    // upload mode, linger, segment size, ...
+    // The request budget (docs/flush-scheduling.md): segment-upload PUTs per second for the
+    // whole broker, shared by every partition and core; 0 = unlimited. And the price the
+    // skiff_flush_put_cost_per_gb gauge reports the request cost at (USD per 1,000 PUTs;
+    // S3 Standard's).
+    double max_puts_per_second = 0;
+    double put_price_per_1000 = 0.005;
     bool auto_create_topics = true;
     std::int32_t default_partitions = 1;
     std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection

@@ -29,6 +29,7 @@
 namespace skiff::storage {
 
 class object_store;
+class put_rate;
 
 class global_io_cap {
 public:
@@ -109,6 +110,10 @@ public:
     void on_success() noexcept;
     // Fail current and future waiters.
     void shutdown() noexcept { _sem.broken(); }
+    // The process-wide request budget flush uploads pace themselves by (put_rate.hpp); null
+    // or unlimited: none. Must outlive the budget's users.
+    void set_put_rate(put_rate* r) noexcept { _put_rate = r; }
+    put_rate* rate() const noexcept { return _put_rate; }
 
     std::size_t current_limit() const noexcept { return _sem.capacity(); }
     std::size_t max_limit() const noexcept { return _max; }
@@ -121,6 +126,7 @@ public:
 private:
     runtime::semaphore _sem;
     global_io_cap* _global;
+    put_rate* _put_rate = nullptr;
     std::size_t _max;
     std::size_t _successes = 0;
     io_budget_stats _stats;

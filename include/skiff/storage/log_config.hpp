@@ -21,9 +21,15 @@ struct log_config {
     std::size_t segment_bytes = 4 << 20;       // flush when the buffer holds this much
     std::size_t segment_records = 100000;      // ... or this many records
     std::chrono::milliseconds max_age{100};    // ... or its oldest record is this old
-    // A flush starts no later than this after the first append someone waits on.
-    std::chrono::milliseconds linger{2};
-    int max_inflight_flushes = 4;              // pipelining depth; 1 = no pipelining
+    // Unset (the default): adaptive group commit (docs/flush-scheduling.md): an acks=all append
+    // to a partition with no upload in flight is flushed in the same reactor turn; behind
+    // uploads in flight, appends gather until a slot frees or the oldest waiter has waited a
+    // quarter of the observed round trip. Set: the fixed rule, a flush starts this long after
+    // the first append someone waits on (a bound that trades latency for fewer PUTs).
+    std::optional<std::chrono::milliseconds> linger;
+    // Pipelining depth: the most segments of one partition uploading at once. Adaptive
+    // scheduling keeps the depth below this as the round trip and the arrival rate require.
+    int max_inflight_flushes = 16;
     upload_mode mode = upload_mode::parallel;
     int index_interval = 100;
     std::size_t max_pending_bytes = 64 << 20;  // buffered + in flight; appends wait beyond
