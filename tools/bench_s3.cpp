@@ -50,7 +50,8 @@ constexpr const char* usage =
     "  --region NAME         region (default: env AWS_REGION or us-east-1)\n"
     "  --sizes LIST          object sizes, e.g. 1K,64K,1M,8M (default 1K,64K,1M,8M)\n"
     "  --concurrency LIST    requests in flight, e.g. 1,8,64 (default 1,8,64)\n"
-    "  --ops LIST            put,get (default put,get; GET reads what PUT wrote)\n"
+    "  --ops LIST            put,get,pair (default put,get; GET reads what PUT wrote; pair: a\n"
+    "                        segment and a 64-byte index PUT together, timed as one)\n"
     "  --requests N          requests per cell (overrides the three options below)\n"
     "  --byte-budget SIZE    bytes per cell: requests = budget / size ... (default 256M)\n"
     "  --max-requests N      ... at most N (default 200)\n"
@@ -58,6 +59,7 @@ constexpr const char* usage =
     "  --prefix P            key prefix (default bench)\n"
     "  --server-pid PID      also report this process's CPU time per cell (the S3 server)\n"
     "  --json                one JSON line per cell on stdout (default: a readable line)\n"
+    "  --raw                 with --json: every request's latency too (latency_ms)\n"
     "\n"
     "Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or ~/.aws). Exit status 1 when any\n"
     "request failed, 2 on bad usage.\n";
@@ -72,6 +74,7 @@ struct options {
     std::uint64_t max_requests = 200, min_requests = 16;
     long server_pid = 0;
     bool json = false;
+    bool raw = false; // every request's latency in the JSON line (latency_ms)
 };
 
 std::vector<std::string> split(std::string_view s) {
@@ -151,6 +154,7 @@ struct cell_state {
     std::string bucket;
     std::string prefix;
     bool put = true;
+    bool pair = false; // a segment and its index, PUT together: the storage floor of an ack
     std::uint64_t size = 0;
     std::uint64_t requests = 0;
     std::uint64_t next = 0; // next request index to issue (shared by the workers)
@@ -169,7 +173,16 @@ runtime::task<void> worker(cell_state* st) {
         const std::uint64_t i = st->next++;
         const std::string key = fmt::format("{}/{}/{}", st->prefix, st->size, i);
         const auto t0 = std::chrono::steady_clock::now();
-        if (st->put) {
+        if (st->pair) {
+            // What a flush does: the .kfs and its .index (a few dozen bytes) in one round trip.
+            const std::string index_key = key + ".index";
+            auto both = co_await runtime::when_all(st->client->put_object(st->bucket, key, st->body),
+                                                   st->client->put_object(st->bucket, index_key,
+                                                                          st->body.subspan(0, std::min<std::size_t>(st->body.size(), 64))));
+            auto& [a, b] = both;
+            if (!a) record_error(st, fmt::format("PUT {}: {}", key, a.error().message));
+            if (!b) record_error(st, fmt::format("PUT {}: {}", index_key, b.error().message));
+        } else if (st->put) {
             auto r = co_await st->client->put_object(st->bucket, key, st->body);
             if (!r) record_error(st, fmt::format("PUT {}: {} ({})", key, s3::to_string(r.error().code), r.error().message));
         } else {
@@ -190,7 +203,8 @@ runtime::task<nlohmann::json> run_cell(s3::client* client, const options* o, std
     st.client = client;
     st.bucket = o->bucket;
     st.prefix = o->prefix;
-    st.put = op == "put";
+    st.put = op == "put" || op == "pair";
+    st.pair = op == "pair";
     st.size = size;
     st.requests = requests_for(*o, size);
     st.body = std::span<const char>(payload->data(), size);
@@ -250,6 +264,7 @@ runtime::task<nlohmann::json> run_cell(s3::client* client, const options* o, std
         j["server_cpu_util"] = wall > 0 ? (*server1 - *server0) / wall : 0.0;
     }
     if (st.errors) j["first_error"] = st.first_error;
+    if (o->raw) j["latency_ms"] = st.latency_ms;
     co_return j;
 }
 
@@ -338,6 +353,10 @@ int main(int argc, char** argv) {
             std::fputs(usage, stdout);
             return 0;
         }
+        if (a == "--raw") {
+            o.raw = true;
+            continue;
+        }
         if (a == "--json") {
             o.json = true;
             continue;
@@ -377,7 +396,7 @@ int main(int argc, char** argv) {
         o.concurrency.push_back(static_cast<unsigned>(*n));
     }
     for (auto& s : split(ops)) {
-        if (s != "put" && s != "get") return bad(fmt::format("bad op '{}' (put or get)", s));
+        if (s != "put" && s != "get" && s != "pair") return bad(fmt::format("bad op '{}' (put, get or pair)", s));
         o.ops.push_back(s);
     }
     if (o.sizes.empty() || o.concurrency.empty() || o.ops.empty()) return bad("empty --sizes, --concurrency or --ops");
