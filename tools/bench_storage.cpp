@@ -14,6 +14,11 @@
 //
 //   build/tools/skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P]
 //   build/tools/skiff-bench-storage --metrics-cost [--rounds R] [--seconds S] [--producers N]
+//   build/tools/skiff-bench-storage --schedule [--rounds R] [--seconds S] [--producers N] [--store-ms MS]
+//
+// --schedule runs the flush scheduler's comparison (docs/flush-scheduling.md): 16 partitions x
+// 4 closed-loop producers whose next append follows a 50-400 µs client delay, adaptive vs a
+// fixed 2 ms linger vs linger 0, cells rotating round by round.
 #include <skiff/runtime/gate.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
@@ -255,6 +260,110 @@ void run_metrics_cost(reactor& r, int rounds, int producers, double seconds, int
     }
 }
 
+// ---- --schedule: the flush scheduler (docs/flush-scheduling.md) --------------------------------
+
+// A closed-loop producer as a network client looks to the broker: after each acknowledgement it
+// takes a client-and-network delay (uniform in [50, 400] µs) before its next append, so the
+// producers of one partition do not all come back in the same reactor turn.
+task<void> spread_producer(partition_log* log, const std::string* batch, time_point until, std::uint64_t seed,
+                           cell_result* out) {
+    auto& r = reactor::local();
+    std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    while (r.now() < until) {
+        auto start = std::chrono::steady_clock::now();
+        auto res = co_await log->append(std::span<const char>(batch->data(), batch->size()), ack_mode::durable);
+        auto end = std::chrono::steady_clock::now();
+        if (res) {
+            out->lat_ms.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+            ++out->acks;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (void)co_await sleep(std::chrono::microseconds(50 + static_cast<int>(x % 351)));
+    }
+}
+
+struct schedule_result {
+    cell_result c;
+    std::uint64_t puts = 0;
+    std::uint64_t bytes = 0;
+};
+
+task<schedule_result> run_schedule_cell(std::optional<std::chrono::milliseconds> linger, int store_ms, int partitions,
+                                        int producers, double seconds) {
+    memory_store store;
+    io_budget budget(256, nullptr);
+    log_config cfg;
+    cfg.linger = linger;
+    cfg.append_timeout = 60s;
+    std::vector<std::unique_ptr<partition_log>> logs;
+    for (int p = 0; p < partitions; ++p) {
+        auto l = co_await partition_log::open(store, budget, "default", partition_id("bench", p), cfg);
+        if (!l) throw std::runtime_error(l.error().message);
+        logs.push_back(std::move(*l));
+    }
+    store.set_latency(std::chrono::milliseconds(store_ms));
+    const auto puts0 = store.stats().puts;
+    std::vector<record> recs;
+    recs.emplace_back(std::string("key"), std::string(1000, 'v'));
+    const std::string batch = build_batch(0, recs); // one ~1 KiB record
+    schedule_result out;
+    auto start = reactor::local().now();
+    auto until = start + std::chrono::duration_cast<duration>(std::chrono::duration<double>(seconds));
+    std::vector<task<void>> ps;
+    std::uint64_t seed = 1;
+    for (auto& l : logs)
+        for (int i = 0; i < producers; ++i) ps.push_back(spread_producer(l.get(), &batch, until, seed++, &out.c));
+    co_await when_all(std::move(ps));
+    out.c.seconds = std::chrono::duration<double>(reactor::local().now() - start).count();
+    out.puts = store.stats().puts - puts0;
+    out.bytes = out.c.acks * batch.size();
+    for (auto& l : logs) {
+        out.c.flushes += l->stats().flushes;
+        co_await l->close();
+    }
+    co_return out;
+}
+
+void run_schedule(reactor& r, int rounds, double seconds, int partitions, int producers, int store_ms) {
+    std::printf("flush schedule: %d closed-loop producers over %d partitions (%d each), 1 KiB records, store "
+                "round trip %d ms, client delay 50-400 µs, %.1f s per cell, %d rounds, cells rotating; cost at "
+                "$0.005 per 1,000 PUTs\n\n",
+                partitions * producers, partitions, producers, store_ms, seconds, rounds);
+    struct series {
+        const char* name;
+        std::optional<std::chrono::milliseconds> linger;
+        std::vector<double> lat;
+        std::uint64_t acks = 0, puts = 0, bytes = 0;
+        double secs = 0;
+    };
+    std::vector<series> ss;
+    ss.push_back(series{"adaptive", std::nullopt, {}, 0, 0, 0, 0});
+    ss.push_back(series{"linger 2 ms", std::chrono::milliseconds(2), {}, 0, 0, 0, 0});
+    ss.push_back(series{"linger 0", std::chrono::milliseconds(0), {}, 0, 0, 0, 0});
+    for (int round = 0; round < rounds; ++round) {
+        for (std::size_t k = 0; k < ss.size(); ++k) {
+            auto& s = ss[(k + static_cast<std::size_t>(round)) % ss.size()];
+            auto res = r.run_until_complete(run_schedule_cell(s.linger, store_ms, partitions, producers, seconds));
+            s.lat.insert(s.lat.end(), res.c.lat_ms.begin(), res.c.lat_ms.end());
+            s.acks += res.c.acks;
+            s.puts += res.puts;
+            s.bytes += res.bytes;
+            s.secs += res.c.seconds;
+        }
+    }
+    std::printf("| schedule | acks/s | p50 ms | p99 ms | PUTs per ack | PUTs/s | request cost per GB |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+    for (auto& s : ss) {
+        const double per_ack = s.acks ? static_cast<double>(s.puts) / static_cast<double>(s.acks) : 0;
+        const double gb = static_cast<double>(s.bytes) / 1e9;
+        const double cost = gb > 0 ? static_cast<double>(s.puts) / 1000.0 * 0.005 / gb : 0;
+        std::printf("| %s | %.0f | %.2f | %.2f | %.3f | %.0f | $%.2f |\n", s.name, static_cast<double>(s.acks) / s.secs,
+                    pct(s.lat, 0.50), pct(s.lat, 0.99), per_ack, static_cast<double>(s.puts) / s.secs, cost);
+    }
+}
+
 task<void> run_restore(int segments, int store_ms) {
     auto bucket = std::make_shared<memory_bucket>();
     partition_id pid("restore", 0);
@@ -290,6 +399,8 @@ int main(int argc, char** argv) {
     int many = 16;
     int open_rate = 1000;
     bool metrics_cost = false;
+    bool schedule = false;
+    int store_ms = 5;
     int rounds = 5;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
@@ -297,11 +408,15 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--partitions-many") && i + 1 < argc) many = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--open-rate") && i + 1 < argc) open_rate = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--metrics-cost")) metrics_cost = true;
+        else if (!std::strcmp(argv[i], "--schedule")) schedule = true;
+        else if (!std::strcmp(argv[i], "--store-ms") && i + 1 < argc) store_ms = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
         else {
             std::fprintf(stderr, "usage: skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P] "
                                  "[--open-rate R]\n       skiff-bench-storage --metrics-cost [--rounds R] "
-                                 "[--seconds S] [--producers N] [--partitions-many P]\n");
+                                 "[--seconds S] [--producers N] [--partitions-many P]\n       skiff-bench-storage "
+                                 "--schedule [--rounds R] [--seconds S] [--producers N] [--partitions-many P] "
+                                 "[--store-ms MS]\n");
             return 2;
         }
     }
@@ -317,6 +432,11 @@ int main(int argc, char** argv) {
         // the allocation history, and any extra allocation (a span) shifts them.
         skiff::tune_allocator();
         run_metrics_cost(**r, rounds, producers, seconds, many);
+        return 0;
+    }
+    if (schedule) {
+        skiff::tune_allocator();
+        run_schedule(**r, rounds, seconds, many, producers, store_ms);
         return 0;
     }
     std::printf("append-to-ack latency, %d closed-loop producers per partition, ~1 KiB batches, %.1f s per cell\n\n",

@@ -107,6 +107,7 @@ void flush_pipeline::seal() {
     _buffered_g.clear();
     job->in_flight_bytes.bind(_m.in_flight_bytes);
     job->in_flight_bytes.add(static_cast<std::int64_t>(job->kfs->size() + job->index->size()));
+    _expected_back = std::max<std::int64_t>(0, _expected_back - static_cast<std::int64_t>(_builder_waiters.size()));
     job->waiters = std::move(_builder_waiters);
     job->memory = std::move(_builder_memory);
     job->sealed_at = clock::now();
@@ -216,6 +217,11 @@ void flush_pipeline::maybe_flush() {
             return;
         }
         due = std::min(due, *_first_waiter + wait_bound());
+        // Everyone the last commits released is back: nothing more to wait for.
+        if (!_cfg.linger && _expected_back > 0 &&
+            static_cast<std::int64_t>(_builder_waiters.size()) >= _expected_back) {
+            due = now;
+        }
     }
     if (now >= due) {
         // Time-due: it waits for a slot and meanwhile keeps gathering; run_job calls back here
@@ -449,6 +455,7 @@ void flush_pipeline::commit_ready() {
             // The log first: its high watermark covers this job before anyone is told.
             _on_committed(j);
             for (auto& w : j.waiters) w->set(ack_outcome{std::nullopt, j.flush_ctx});
+            _expected_back = std::min<std::int64_t>(_expected_back + static_cast<std::int64_t>(j.waiters.size()), 1 << 16);
             if (_m.enabled) {
                 _m.flushes.inc();
                 _m.flush_records.inc(static_cast<std::uint64_t>(j.records));

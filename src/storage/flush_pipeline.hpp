@@ -17,9 +17,9 @@
 // Scheduling (docs/flush-scheduling.md). When to seal the active segment is maybe_flush()'s
 // decision. Adaptive (log_config::linger unset): an acks=all waiter on a partition with no
 // upload in flight is flushed at the end of the reactor turn (every append of that turn
-// joins); behind uploads in flight, appends gather until the oldest waiter has waited
-// wait_bound() (a quarter of the observed round trip) and a slot is free, or until a slot
-// frees after the depth limit held them back. The depth limit follows the round trip and the
+// joins); behind uploads in flight, appends gather until every producer the last commits
+// acknowledged is back, or the oldest waiter has waited wait_bound() (a quarter of the observed
+// round trip), and a slot is free; or until a slot frees after the depth limit held them back. The depth limit follows the round trip and the
 // arrival rate (depth_limit()). Fixed (linger set): a flush starts `linger` after the first
 // waiter, up to max_inflight_flushes deep. Either way a full segment is sealed at once, data
 // nobody waits on (acks 0/1) goes out with the next flush or after max_age, and under a
@@ -205,6 +205,10 @@ private:
     // stored, ns) and the bytes buffered per second (EWMA, sampled at each seal).
     std::int64_t _rtt_ns = 0;
     double _arrival_bps = 0;
+    // Producers acknowledged by commits whose next append has not been sealed yet: closed-loop
+    // clients come back after an ack, so a segment gathering behind uploads in flight goes as
+    // soon as all of them are back instead of waiting out the bound.
+    std::int64_t _expected_back = 0;
     std::optional<runtime::time_point> _last_seal;
     runtime::timer _flush_timer;
     full_jitter_backoff _upload_backoff; // upload()'s delays, one generator per partition

@@ -314,3 +314,40 @@ TEST_CASE("flush schedule: under a request budget segments grow and nothing is l
         co_await log->close();
     });
 }
+
+TEST_CASE("flush schedule: behind an upload, a segment goes once every producer the last commit released is back",
+          "[storage][flush]") {
+    on_manual_clock([](std::shared_ptr<manual_clock> clk) -> task<void> {
+        memory_store store;
+        io_budget budget(16, nullptr);
+        auto log = co_await open_log(store, budget, pid, adaptive_config());
+        store.set_latency(20ms);
+        gate g("producers");
+        std::vector<std::unique_ptr<producer_result>> rs;
+        auto spawn_one = [&](int seq) {
+            rs.push_back(std::make_unique<producer_result>());
+            (void)g.spawn(produce_into(log.get(), batch_of(seq, 1), rs.back().get()));
+        };
+        // Three producers in one turn: one segment; its commit releases all three.
+        for (int i = 0; i < 3; ++i) spawn_one(i);
+        co_await turns(3);
+        clk->advance(20ms);
+        co_await turns(6);
+        REQUIRE(acked(rs) == 3);
+        const auto puts0 = store.stats().puts;
+        spawn_one(3); // the first one back finds the partition idle: it goes at once
+        co_await turns(3);
+        CHECK(store.stats().puts == puts0 + 2);
+        spawn_one(4); // the second is held behind that upload (the bound is 5 ms) ...
+        co_await turns(3);
+        CHECK(store.stats().puts == puts0 + 2);
+        spawn_one(5); // ... until the third is back too: no time passed
+        co_await turns(3);
+        CHECK(store.stats().puts == puts0 + 4);
+        clk->advance(20ms);
+        co_await turns(8);
+        CHECK(acked(rs) == 6);
+        co_await g.close();
+        co_await log->close();
+    });
+}
