@@ -66,6 +66,13 @@ check "serve --help lists every flag of the issue" bash -c "h=\$('$skiff' serve 
 # The defaults in --help are read from a default broker_config (and its storage::log_config),
 # so they are what the broker does when the flag is absent.
 check "serve --help: flush interval default comes from log_config" bash -c "'$skiff' serve --help | grep -q -- '--flush-interval-ms MS .*(default 100)'"
+out=$(serve_err --flush-linger-ms soon); rc=$?
+check "serve bad --flush-linger-ms: exit 2, says adaptive or a number" expect $rc "$out" 2 "'adaptive' or a number"
+out=$(serve_err --put-price-per-1000 -1); rc=$?
+check "serve bad --put-price-per-1000: exit 2" expect $rc "$out" 2 "--put-price-per-1000"
+out=$(serve_err --max-puts-per-second fast); rc=$?
+check "serve bad --max-puts-per-second: exit 2" expect $rc "$out" 2 "--max-puts-per-second"
+check "serve --help: the flush linger defaults to adaptive" bash -c "'$skiff' serve --help | grep -q -- '--flush-linger-ms MS|adaptive .*(default adaptive)'"
 check "serve --help: every default is filled in" bash -c "! '$skiff' serve --help | grep -q '(default )'"
 
 echo "$pass passed, $fail failed"
