@@ -131,26 +131,30 @@ def phase(t, name, extra, s3_endpoint, proxy):
           f"({puts / elapsed:.0f}/s, {puts / max(1, len(acked)):.3f} per message), "
           f"latency p50 {p50:.1f} ms p99 {p99:.1f} ms")
     b.stop()
-    return puts / elapsed, p50, len(acked)
+    return puts / elapsed, p50, len(acked), puts / max(1, len(acked))
 
 
 def test_request_budget(t):
     """Under --max-puts-per-second the broker stays within the budget, loses nothing and
-    answers every producer; latency rises instead (compared with no budget, same load)."""
+    answers every producer; segments grow instead (compared with no budget, same load)."""
     s3_endpoint, proxy = None, None
     if t.store == "s3":
         s3_endpoint = start_proxy(t, 5)
         proxy = s3_endpoint
-    free_rate, free_p50, free_n = phase(t, "unlimited", [], s3_endpoint, proxy)
-    rate, p50, n = phase(t, "budget", ["--max-puts-per-second", str(BUDGET)], s3_endpoint, proxy)
+    free_rate, free_p50, free_n, free_per_msg = phase(t, "unlimited", [], s3_endpoint, proxy)
+    rate, p50, n, per_msg = phase(t, "budget", ["--max-puts-per-second", str(BUDGET)], s3_endpoint, proxy)
     # GCRA allows a burst of 2 on top of the rate; the window also holds the tail of the flush.
     if rate > BUDGET * 1.1 + 2:
         raise AssertionError(f"{rate:.1f} PUTs/s under a budget of {BUDGET}")
     if free_rate <= BUDGET:
         raise AssertionError(f"without a budget the same load sent only {free_rate:.1f} PUTs/s: the "
                              "test does not exercise the budget")
-    if p50 <= free_p50:
-        raise AssertionError(f"latency did not rise under the budget: p50 {p50:.1f} vs {free_p50:.1f} ms")
+    # Segments grow under the budget: fewer PUTs carry each message. (Latency is reported, not
+    # asserted: on the test S3 server the unlimited run is already bound by the server itself.)
+    if per_msg >= free_per_msg:
+        raise AssertionError(f"segments did not grow under the budget: {per_msg:.3f} PUTs per message vs "
+                             f"{free_per_msg:.3f} without it")
+    t.log(f"p50 latency {p50:.1f} ms under the budget vs {free_p50:.1f} ms without")
     if n < 100:
         raise AssertionError(f"only {n} messages acknowledged under the budget")
 
