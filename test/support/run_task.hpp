@@ -11,6 +11,7 @@
 
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/smp.hpp>
+#include <skiff/runtime/task.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +51,17 @@ inline const std::optional<std::string>& reactor_unavailable() {
 } // namespace skiff::test
 
 namespace skiff::runtime {
+
+// Resumes the awaiting coroutine on the next loop turn (reactor::schedule). On a manual clock
+// sleep(0ms) would not yield, so tests that need "let the others run" use this.
+struct next_turn {
+    bool await_ready() const noexcept { return false; }
+    void await_suspend(std::coroutine_handle<> h) { reactor::local().schedule(h); }
+    void await_resume() const noexcept {}
+};
+inline task<void> turns(int n) {
+    for (int i = 0; i < n; ++i) co_await next_turn{};
+}
 
 inline std::unique_ptr<reactor> make_test_reactor(reactor_config cfg = {}) {
     auto r = reactor::create(0, std::move(cfg));

@@ -16,17 +16,6 @@ using namespace skiff::runtime;
 using namespace std::chrono_literals;
 
 namespace {
-// Goes to the back of the ready queue, so everything scheduled before runs first (on a
-// manual clock sleep(0ms) would not: see README).
-struct next_turn {
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) { reactor::local().schedule(h); }
-    void await_resume() const noexcept {}
-};
-task<void> turns(int n) {
-    for (int i = 0; i < n; ++i) co_await next_turn{};
-}
-
 task<void> waiter(oneshot<std::string>* o, std::vector<std::string>* got) {
     auto r = co_await o->wait();
     got->push_back(r ? *r : "error:" + r.error().message());

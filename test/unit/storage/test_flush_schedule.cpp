@@ -32,14 +32,6 @@ namespace {
 
 const partition_id pid("orders", 0);
 
-struct next_turn {
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) { reactor::local().schedule(h); }
-    void await_resume() const noexcept {}
-};
-task<void> turns(int n) {
-    for (int i = 0; i < n; ++i) co_await next_turn{};
-}
 
 log_config adaptive_config() {
     auto c = skiff::test::fast_log_config();
