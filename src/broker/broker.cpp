@@ -76,6 +76,9 @@ result<void, std::string> open_store(shard& sh) {
     }
     sh.budget = std::make_unique<storage::io_budget>(64, &sh.shared->io_cap);
     sh.budget->set_put_rate(sh.shared->put_rate.get());
+    sh.put_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
+    sh.get_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
+    sh.budget->set_hedges(sh.put_hedge.get(), sh.get_hedge.get());
     // SlowDown halves the budget at the request that got it (docs/retries.md).
     sh.budget->listen_to(*sh.store);
     sh.groups = std::make_unique<group_coordinator>(*sh.store, group_config_for(cfg));
@@ -126,6 +129,16 @@ void register_metrics(shard& sh) {
     sh.registrations.push_back(reg.counter_fn("skiff_group_offset_commits_total", "Offset commits stored.", {}, [p] {
         return p->groups ? p->groups->stats().offset_commits : 0;
     }));
+    if (sh.put_hedge && sh.get_hedge) {
+        const storage::hedge_policy* hp = sh.put_hedge.get();
+        const storage::hedge_policy* hg = sh.get_hedge.get();
+        sh.registrations.push_back(reg.counter_fn("skiff_store_hedge_wins_total",
+                                                  "Hedged store requests whose second request answered first.",
+                                                  {{"op", "put"}}, [hp] { return hp->stats().wins; }));
+        sh.registrations.push_back(reg.counter_fn("skiff_store_hedge_wins_total",
+                                                  "Hedged store requests whose second request answered first.",
+                                                  {{"op", "get"}}, [hg] { return hg->stats().wins; }));
+    }
     // The request budget is process-wide: core 0 alone reports it (scrapes add cores up).
     if (sh.core == 0 && sh.shared->put_rate) {
         const storage::put_rate* rate = sh.shared->put_rate.get();

@@ -19,6 +19,7 @@
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/s3/client.hpp>
+#include <skiff/storage/hedge.hpp>
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 #include <skiff/storage/partition_log.hpp>
@@ -89,6 +90,8 @@ struct shard {
     std::unique_ptr<s3::client> s3;
     std::unique_ptr<storage::object_store> store;
     std::unique_ptr<storage::io_budget> budget;
+    // This core's hedging of segment PUTs and GETs (set on `budget`).
+    std::unique_ptr<storage::hedge_policy> put_hedge, get_hedge;
     std::shared_ptr<const catalog> cat = std::make_shared<catalog>();
     // The produce policy of every topic of `cat` (configs over the broker's defaults),
     // computed once per snapshot when apply_catalog installs it. policy_of() reads it.

@@ -77,6 +77,12 @@ const flag flags[] = {
     {"max-puts-per-second", kind::number, "N",
      "request budget: segment-upload PUTs per second for the whole broker (0: unlimited)",
      [](const cfg_t& c) { return fmt::format("{}", c.max_puts_per_second); }},
+    {"hedge-after-ms", kind::text, "MS|adaptive|off",
+     "send a segment PUT or GET again when unanswered after this (adaptive: the recent p99; at most 5% of requests)",
+     [](const cfg_t& c) {
+         if (!c.hedge.enabled) return std::string("off");
+         return c.hedge.after ? ms(*c.hedge.after) : std::string("adaptive");
+     }},
     {"put-price-per-1000", kind::text, "USD", "price per 1,000 PUTs the request-cost metric uses",
      [](const cfg_t& c) { return fmt::format("{}", c.put_price_per_1000); }},
     {"auto-create-topics", kind::boolean, "", "create topics on first Metadata request",
@@ -256,6 +262,16 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
                            *v + "'"};
         }
         cfg.log.linger = std::chrono::milliseconds(n);
+    }
+    if (auto* v = text("hedge-after-ms"); v && *v != "adaptive") {
+        if (*v == "off") {
+            cfg.hedge.enabled = false;
+        } else if (auto e = number(s, "hedge-after-ms", 1, 600000, n)) {
+            return failure{"--hedge-after-ms must be 'adaptive', 'off' or milliseconds from 1 to 600000, not '" + *v +
+                           "'"};
+        } else {
+            cfg.hedge.after = std::chrono::milliseconds(n);
+        }
     }
     if (auto e = number(s, "max-puts-per-second", 0, 10000000, n)) return failure{*e};
     if (s.values.count("max-puts-per-second")) cfg.max_puts_per_second = static_cast<double>(n);

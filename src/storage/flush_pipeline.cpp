@@ -1,4 +1,5 @@
 #include "flush_pipeline.hpp"
+#include "hedged.hpp"
 
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/reactor.hpp>
@@ -303,29 +304,36 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
                 co_return;
             }
         }
-        auto permit = co_await _budget.acquire(io_budget::priority::high, st);
-        if (!permit) {
-            put_span.set("status", "cancelled");
-            job->failed = true;
-            co_return;
-        }
         if (_fenced) {
             put_span.set("status", "fenced");
             job->failed = true;
             co_return;
         }
-        std::span<const char> bytes(body->data(), body->size());
-        const auto t0 = _m.now();
-        // If-absent: only the owner that assigned these offsets may write this key. A retry of
-        // an attempt that landed unseen is refused too, and told apart below.
-        _m.flush_puts.inc();
-        _m.put_size.record(body->size());
-        if (put_rate* rate = _budget.rate()) rate->record_put(body->size());
-        auto r = co_await _store.put_once(key, bytes, true, st);
-        _m.store_done(store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
-        permit->release();
+        // One attempt: a permit, then one create-only PUT. Hedged: a PUT still unanswered after
+        // the core's recent p99 is sent again (hedge.hpp); the first success wins. The attempt
+        // may outlive this frame (the losing twin), so it shares the body and copies the key.
+        hedge_attempt<void> put_one = [this, key, body, kind](std::stop_token ast) -> runtime::task<result<void, store_error>> {
+            auto permit = co_await _budget.acquire(io_budget::priority::high, ast);
+            if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+            _m.flush_puts.inc();
+            _m.put_size.record(body->size());
+            if (put_rate* rate = _budget.rate()) rate->record_put(body->size());
+            const auto t0 = _m.now();
+            auto r = co_await _store.put_once(key, std::span<const char>(body->data(), body->size()), true, ast);
+            _m.store_done(store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
+            permit->release();
+            if (r) _budget.on_success();
+            co_return r;
+        };
+        bool hedged = false;
+        // Under a request budget every PUT is paid for in advance: no hedges there.
+        hedge_policy* hedge = _budget.rate() && _budget.rate()->limited() ? nullptr : _budget.put_hedge();
+        auto r = co_await run_hedged<void>(hedge, _gate, std::move(put_one), st, &hedged);
+        if (hedged) {
+            put_span.set("hedged", true);
+            _m.hedges.inc();
+        }
         if (r) {
-            _budget.on_success();
             job->stored[which] = true;
             put_span.set("status", "ok");
             co_return;

@@ -60,6 +60,8 @@ log_instruments log_instruments::make() {
     m.flushes_in_flight = reg.gauge("skiff_flushes_in_flight", "Segments uploading.");
     m.flush_puts = reg.counter("skiff_flush_puts_total",
                                "PUT requests of segment uploads (.kfs and .index, retries included): the request cost.");
+    m.hedges = reg.counter("skiff_store_hedges_total",
+                           "Segment PUTs and GETs sent a second time because the first was slower than the recent p99.");
     m.put_size = reg.histogram("skiff_flush_put_size_bytes", "Bytes carried by one segment-upload PUT.", unit::bytes);
     m.segment_records = reg.histogram("skiff_flush_segment_records", "Records in one committed segment.", unit::none);
     m.flush_wait = reg.histogram("skiff_flush_wait_duration_seconds",

@@ -66,6 +66,7 @@ struct log_instruments {
     // segment or index, the bytes each carried, records per committed segment, and how long a
     // segment's first record waited before its upload started.
     metrics::counter flush_puts;
+    metrics::counter hedges; // store requests sent a second time (hedge.hpp), PUTs and GETs
     metrics::histogram put_size, segment_records, flush_wait;
 
     // Requests to the object store.

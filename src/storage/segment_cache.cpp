@@ -1,4 +1,5 @@
 #include "segment_cache.hpp"
+#include "hedged.hpp"
 
 #include <skiff/core/endian.hpp>
 #include <skiff/core/log.hpp>
@@ -187,15 +188,23 @@ segment_slice segment_cache::make_slice(const std::shared_ptr<const std::string>
 // One GET: the whole segment (validated, then cached) or a range from an index position.
 runtime::task<segment_cache::fetched> segment_cache::fetch(std::int64_t base, std::uint64_t pos, bool whole,
                                                            std::stop_token st) {
-    auto permit = co_await _budget.acquire(io_budget::priority::normal, st);
-    if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
     std::optional<byte_range> range;
     if (!whole) range = byte_range::from(pos);
-    const auto t0 = _m.now();
-    auto r = co_await _store.get(segment_key(_ns, _id, base), range, st);
-    _m.store_done(whole ? store_op::get : store_op::get_range, key_kind::kfs, t0, 0, r ? r->data.size() : 0,
-                  r ? nullptr : &r.error());
-    permit->release();
+    // One GET under a permit; hedged like a flush PUT (hedge.hpp): a GET slower than the core's
+    // recent p99 is sent again and the first answer wins. The losing twin may outlive this frame.
+    hedge_attempt<get_result> get_one = [this, key = segment_key(_ns, _id, base), range,
+                                         whole](std::stop_token ast) -> runtime::task<result<get_result, store_error>> {
+        auto permit = co_await _budget.acquire(io_budget::priority::normal, ast);
+        if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+        const auto t0 = _m.now();
+        auto got = co_await _store.get(key, range, ast);
+        _m.store_done(whole ? store_op::get : store_op::get_range, key_kind::kfs, t0, 0, got ? got->data.size() : 0,
+                      got ? nullptr : &got.error());
+        co_return got;
+    };
+    bool hedged = false;
+    auto r = co_await run_hedged<get_result>(_budget.get_hedge(), _gate, std::move(get_one), st, &hedged);
+    if (hedged) _m.hedges.inc();
     if (!r) co_return failure{std::move(r).error()};
     auto data = std::make_shared<std::string>(std::move(r->data));
     auto it = _segments.find(base);

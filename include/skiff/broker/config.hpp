@@ -3,6 +3,7 @@
 #pragma once
 
 #include <skiff/s3/client.hpp>
+#include <skiff/storage/hedge.hpp>
 #include <skiff/storage/partition_log.hpp>
 
 #include <chrono>
@@ -37,6 +38,9 @@ struct broker_config {
     // S3 Standard's).
     double max_puts_per_second = 0;
     double put_price_per_1000 = 0.005;
+    // Hedged segment PUTs and GETs (docs/retries.md, "Hedging"): after the recent p99 by
+    // default, a fixed delay, or off.
+    storage::hedge_config hedge;
     bool auto_create_topics = true;
     std::int32_t default_partitions = 1;
     std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection

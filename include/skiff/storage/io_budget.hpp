@@ -30,6 +30,7 @@ namespace skiff::storage {
 
 class object_store;
 class put_rate;
+class hedge_policy;
 
 class global_io_cap {
 public:
@@ -114,6 +115,14 @@ public:
     // or unlimited: none. Must outlive the budget's users.
     void set_put_rate(put_rate* r) noexcept { _put_rate = r; }
     put_rate* rate() const noexcept { return _put_rate; }
+    // The core's hedging policies for segment PUTs and segment GETs (hedge.hpp); null: none.
+    // Must outlive the budget's users.
+    void set_hedges(hedge_policy* put, hedge_policy* get) noexcept {
+        _put_hedge = put;
+        _get_hedge = get;
+    }
+    hedge_policy* put_hedge() const noexcept { return _put_hedge; }
+    hedge_policy* get_hedge() const noexcept { return _get_hedge; }
 
     std::size_t current_limit() const noexcept { return _sem.capacity(); }
     std::size_t max_limit() const noexcept { return _max; }
@@ -127,6 +136,8 @@ private:
     runtime::semaphore _sem;
     global_io_cap* _global;
     put_rate* _put_rate = nullptr;
+    hedge_policy* _put_hedge = nullptr;
+    hedge_policy* _get_hedge = nullptr;
     std::size_t _max;
     std::size_t _successes = 0;
     io_budget_stats _stats;
