@@ -29,15 +29,6 @@ using skiff::test::outcome;
 
 namespace {
 
-struct next_turn {
-    bool await_ready() const noexcept { return false; }
-    void await_suspend(std::coroutine_handle<> h) { reactor::local().schedule(h); }
-    void await_resume() const noexcept {}
-};
-task<void> turns(int n) {
-    for (int i = 0; i < n; ++i) co_await next_turn{};
-}
-
 template <typename F>
 void on_manual_clock(F body) {
     auto clk = std::make_shared<manual_clock>();
