@@ -47,6 +47,7 @@ class Broker:
              "--cores", "1"] + extra, stdout=self.log, stderr=subprocess.STDOUT)
         wait_port(self.port)
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.http = f"http://127.0.0.1:{hport}"
 
     def create_topic(self, topic):
         admin = AdminClient({"bootstrap.servers": self.bootstrap})  # must outlive the future
