@@ -76,6 +76,11 @@ result<void, std::string> open_store(shard& sh) {
     }
     sh.budget = std::make_unique<storage::io_budget>(64, &sh.shared->io_cap);
     sh.budget->set_put_rate(sh.shared->put_rate.get());
+    {
+        const std::size_t share = std::max<std::size_t>(cfg.max_buffered_bytes / std::max(1u, sh.shared->cores), 1);
+        sh.produce_memory = std::make_shared<runtime::semaphore>(share, "core-produce-memory");
+    }
+    if (sh.shared->quotas) sh.quota.emplace(*sh.shared->quotas);
     sh.put_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
     sh.get_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
     sh.budget->set_hedges(sh.put_hedge.get(), sh.get_hedge.get());
@@ -108,7 +113,24 @@ void register_metrics(shard& sh) {
                                  metrics::unit::bytes);
     sh.produce_bytes = reg.counter("skiff_kafka_produce_bytes_total", "Record bytes received by Produce.", {},
                                    metrics::unit::bytes);
+    const char* kinds[2] = {"produce", "fetch"};
+    for (int i = 0; i < 2; ++i) {
+        metrics::labels l{{"kind", kinds[i]}};
+        sh.throttled[i] = reg.counter("skiff_quota_throttled_total",
+                                      "Answers that asked the client to wait because it was over its quota.", l);
+        sh.throttle_ms[i] = reg.counter("skiff_quota_throttle_ms_total",
+                                        "Milliseconds of throttle time asked of clients over their quota.", l);
+    }
+    sh.admission_throttled = reg.counter("skiff_produce_admission_throttled_total",
+                                         "Produce answers that waited for room because the store was behind.");
     shard* p = &sh;
+    sh.registrations.push_back(reg.gauge_fn("skiff_produce_buffered_bytes",
+                                            "Produced bytes held until stored, across this core's partitions.", {},
+                                            [p] {
+                                                if (!p->produce_memory) return std::int64_t{0};
+                                                return static_cast<std::int64_t>(p->produce_memory->capacity()) -
+                                                       p->produce_memory->available();
+                                            }));
     sh.registrations.push_back(reg.gauge_fn("skiff_kafka_open_connections", "Open Kafka connections.", {},
                                             [p] { return static_cast<std::int64_t>(p->open_connections); }));
     sh.registrations.push_back(reg.counter_fn("skiff_kafka_accepted_connections_total", "Kafka connections accepted.",
@@ -484,6 +506,7 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     broker_shared shared;
     shared.cfg = std::move(cfg);
     shared.put_rate = std::make_unique<storage::put_rate>(shared.cfg.max_puts_per_second);
+    if (shared.cfg.quotas.any()) shared.quotas = std::make_unique<quota_meter>(shared.cfg.quotas);
     shared.cores = cores;
     shared.shards.assign(cores, nullptr);
     startup su;

@@ -12,7 +12,9 @@
 #include <skiff/core/log.hpp>
 #include <skiff/metrics/registry.hpp>
 #include <skiff/runtime/errc.hpp>
+#include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/socket.hpp>
+#include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
 
 #include <arpa/inet.h>
@@ -94,6 +96,12 @@ runtime::task<void> reader(conn_state* c) {
                 co_return;
             }
             if (!*size || avail.size() < kafka::size_prefix_bytes + **size) break;
+            // A client over its quota was told to wait (throttle_time_ms); a client that does not
+            // (or predates KIP-219) is held to it here: its next request is not read before then.
+            if (auto until = c->info.muted_until; until > runtime::reactor::local().now()) {
+                auto slept = co_await runtime::sleep_until(until, st);
+                if (!slept) co_return;
+            }
             std::string frame(avail.data() + kafka::size_prefix_bytes, **size);
             start += kafka::size_prefix_bytes + **size;
             auto unit = co_await c->inflight.acquire(1, st);

@@ -4,6 +4,7 @@
 
 #include "shard.hpp"
 
+#include <skiff/runtime/clock.hpp>
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
 
@@ -17,6 +18,9 @@ struct conn_info {
     std::string client_host;
     std::string local_host; // the address the client connected to (advertised when unset)
     std::uint16_t local_port = 0;
+    // Quotas: the connection reads no new request before this (steady clock). The one field a
+    // handler writes (a throttled answer sets it); the reader honours it.
+    mutable runtime::time_point muted_until{};
 };
 
 // Runs one Kafka connection on this core until the peer closes, a protocol error, or shutdown

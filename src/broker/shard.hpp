@@ -73,6 +73,7 @@ struct broker_shared {
     std::vector<shard*> shards;      // shard i is only touched on core i
     storage::global_io_cap io_cap{256};
     std::unique_ptr<storage::put_rate> put_rate; // the request budget, every core's flushes
+    std::unique_ptr<quota_meter> quotas;         // null: no client quotas configured
     std::atomic<bool> stopping{false};
     // Cluster mode: core 0's cluster state, and the end of the lease's proven lifetime on the
     // steady clock (ns since its epoch), which every core checks before acknowledging a write.
@@ -92,6 +93,11 @@ struct shard {
     std::unique_ptr<storage::io_budget> budget;
     // This core's hedging of segment PUTs and GETs (set on `budget`).
     std::unique_ptr<storage::hedge_policy> put_hedge, get_hedge;
+    // This core's share of broker_config::max_buffered_bytes, held by every log of the core
+    // (log_config::shared_memory) until the bytes are stored.
+    std::shared_ptr<runtime::semaphore> produce_memory;
+    // Client quotas: this core's view of the broker's meter (set when quotas are configured).
+    std::optional<quota_cache> quota;
     std::shared_ptr<const catalog> cat = std::make_shared<catalog>();
     // The produce policy of every topic of `cat` (configs over the broker's defaults),
     // computed once per snapshot when apply_catalog installs it. policy_of() reads it.
@@ -140,6 +146,9 @@ struct shard {
     request_metrics fetch;
     metrics::counter fetch_bytes;
     metrics::counter produce_bytes;
+    metrics::counter throttled[2];         // answers with a quota throttle: produce, fetch
+    metrics::counter throttle_ms[2];       // the throttle time they asked for
+    metrics::counter admission_throttled;  // produce answers that waited for room
     std::vector<metrics::registration> registrations;
 };
 

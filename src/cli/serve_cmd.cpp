@@ -85,6 +85,18 @@ const flag flags[] = {
      }},
     {"put-price-per-1000", kind::text, "USD", "price per 1,000 PUTs the request-cost metric uses",
      [](const cfg_t& c) { return fmt::format("{}", c.put_price_per_1000); }},
+    {"max-buffered-bytes", kind::number, "N",
+     "produced bytes not yet stored, for the whole broker; beyond, produces wait (throttle_time_ms)",
+     [](const cfg_t& c) { return std::to_string(c.max_buffered_bytes); }},
+    {"max-partition-buffered-bytes", kind::number, "N", "the same bound for one partition",
+     [](const cfg_t& c) { return std::to_string(c.log.max_pending_bytes); }},
+    {"quota-produce-bytes-per-second", kind::number, "N",
+     "produce quota of every client id without its own (0: none; docs/quotas.md)",
+     [](const cfg_t& c) { return fmt::format("{}", c.quotas.defaults.produce_bytes_per_second); }},
+    {"quota-fetch-bytes-per-second", kind::number, "N", "fetch quota of every client id without its own (0: none)",
+     [](const cfg_t& c) { return fmt::format("{}", c.quotas.defaults.fetch_bytes_per_second); }},
+    {"client-quotas", kind::text, "ID:produce=N,fetch=N;...",
+     "quotas of named client ids, bytes per second (K/M/G suffixes)"},
     {"auto-create-topics", kind::boolean, "", "create topics on first Metadata request",
      [](const cfg_t& c) { return yes_no(c.auto_create_topics); }},
     {"default-partitions", kind::number, "N", "partitions of auto-created topics",
@@ -283,6 +295,21 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
             return failure{"--put-price-per-1000 must be a price in USD from 0 to 1000, not '" + *v + "'"};
         }
         cfg.put_price_per_1000 = price;
+    }
+    if (auto e = number(s, "max-buffered-bytes", 1 << 20, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.values.count("max-buffered-bytes")) cfg.max_buffered_bytes = static_cast<std::size_t>(n);
+    if (auto e = number(s, "max-partition-buffered-bytes", 1 << 16, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.values.count("max-partition-buffered-bytes")) cfg.log.max_pending_bytes = static_cast<std::size_t>(n);
+    if (auto e = number(s, "quota-produce-bytes-per-second", 0, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.values.count("quota-produce-bytes-per-second")) {
+        cfg.quotas.defaults.produce_bytes_per_second = static_cast<double>(n);
+    }
+    if (auto e = number(s, "quota-fetch-bytes-per-second", 0, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.values.count("quota-fetch-bytes-per-second")) {
+        cfg.quotas.defaults.fetch_bytes_per_second = static_cast<double>(n);
+    }
+    if (auto* v = text("client-quotas")) {
+        if (auto e = broker::parse_client_quotas(*v, cfg.quotas); !e.empty()) return failure{"--client-quotas: " + e};
     }
     if (auto e = number(s, "flush-interval-ms", 1, 3600000, n)) return failure{*e};
     if (s.values.count("flush-interval-ms")) cfg.log.max_age = std::chrono::milliseconds(n);

@@ -39,7 +39,8 @@ void flush_pipeline::start_segment(std::int64_t next_offset, std::size_t set_byt
 result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batch_view> batches,
                                                             std::size_t set_bytes, std::int64_t next_offset,
                                                             runtime::semaphore::units memory,
-                                                            runtime::semaphore::units records) {
+                                                            runtime::semaphore::units records,
+                                                            std::optional<runtime::semaphore::units> shared) {
     if (_fenced) return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     // Rotate first if this record set would push the buffer past the segment size.
     if (_builder && !_builder->empty() && _builder->body_bytes() + set_bytes > _cfg.segment_bytes) {
@@ -70,6 +71,7 @@ result<buffered_range, append_error> flush_pipeline::buffer(std::span<const batc
     _builder_records += out.last_offset - out.base_offset + 1;
     _builder_memory.push_back(std::move(memory));
     _builder_memory.push_back(std::move(records));
+    if (shared) _builder_memory.push_back(std::move(*shared));
     _buffered_g.add(static_cast<std::int64_t>(_builder->body_bytes()) - _buffered_g.value());
     return out;
 }

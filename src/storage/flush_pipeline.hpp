@@ -117,11 +117,13 @@ public:
     // `next_offset` when there is none, or when the set would push the active one past the
     // segment size or the format's limits (a set is never split across segments, so a failed
     // request leaves nothing behind for a retry to duplicate). `memory` is held until the
-    // data is committed; so are `records` (units of the pending-records bound). Errors:
+    // data is committed; so are `records` (units of the pending-records bound) and `shared` (of
+    // log_config::shared_memory). Errors:
     // corrupt_message when the segment format refuses a batch.
     result<buffered_range, append_error> buffer(std::span<const batch_view> batches, std::size_t set_bytes,
                                                 std::int64_t next_offset, runtime::semaphore::units memory,
-                                                runtime::semaphore::units records);
+                                                runtime::semaphore::units records,
+                                                std::optional<runtime::semaphore::units> shared = {});
     // The producer of the set just buffered waits for it (ack_mode::durable).
     void add_waiter(std::shared_ptr<ack_latch> w);
     // Seals the active segment now if a size, age or linger trigger says so (always when

@@ -105,6 +105,12 @@ log_instruments log_instruments::make() {
                                    unit::bytes);
     m.append_timeouts = reg.counter("skiff_log_append_timeouts_total",
                                     "Durable appends not acknowledged within the append timeout.");
+    m.room_waits = reg.counter("skiff_log_room_waits_total",
+                               "Appends that waited for room under the pending-bytes bounds (the store was behind).");
+    m.room_timeouts = reg.counter("skiff_log_room_timeouts_total",
+                                  "Appends that found no room within their request timeout (nothing written).");
+    m.room_wait = reg.histogram("skiff_log_room_wait_duration_seconds",
+                                "How long an append that had to wait for room waited.", unit::seconds);
     m.buffered_bytes = reg.gauge("skiff_log_buffered_bytes", "Appended bytes not yet sealed into a segment.", {},
                                  unit::bytes);
     m.in_flight_bytes = reg.gauge("skiff_log_in_flight_bytes",

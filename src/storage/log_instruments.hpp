@@ -79,6 +79,9 @@ struct log_instruments {
 
     // Appends and memory.
     metrics::counter appends, appended_records, appended_bytes, append_timeouts;
+    // Admission: appends that waited for room, and those that found none in time.
+    metrics::counter room_waits, room_timeouts;
+    metrics::histogram room_wait;
     metrics::gauge buffered_bytes, in_flight_bytes;
 
     // Segment cache.

@@ -256,7 +256,8 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
 }
 
 runtime::task<result<append_result, append_error>> partition_log::append(std::span<const batch_view> batches,
-                                                                         ack_mode acks, std::stop_token st) {
+                                                                         ack_mode acks, std::stop_token st,
+                                                                         std::optional<std::chrono::milliseconds> room_timeout) {
     auto& s = *_s;
     if (s.fenced) co_return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
@@ -267,26 +268,75 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
         set_bytes += b.size();
         set_offsets += static_cast<std::size_t>(b.last_offset_delta) + 1;
     }
-    auto no_room = [&s](const std::error_code& e) {
-        if (runtime::is_cancelled(e)) return append_error(append_errc::cancelled, "no room for the append");
-        if (s.fenced) return append_error(append_errc::fenced, "the partition log is fenced");
-        return append_error(append_errc::shutting_down, "no room for the append");
-    };
 
-    // Memory and offset bounds: buffered + in flight. At a bound the producer waits here.
-    // A set larger than a bound waits until nothing else is pending.
+    // Memory and offset bounds: buffered + in flight, the partition's and the shared one. At a
+    // bound the producer waits here, up to room_timeout. A set larger than a bound waits until
+    // nothing else is pending. Order: partition bytes, shared bytes, offsets — every append
+    // takes them in this order, and nobody waits on one while a waiter of an earlier one holds
+    // a later one, so no two appends wait on each other.
     const std::size_t need = std::min(set_bytes, s.cfg.max_pending_bytes);
-    auto units = co_await s.memory.acquire(need, st);
-    if (!units) co_return failure{no_room(units.error())};
     const std::size_t need_offsets = std::min(set_offsets, s.records.capacity());
-    auto offset_units = co_await s.records.acquire(need_offsets, st);
-    if (!offset_units) co_return failure{no_room(offset_units.error())};
+    runtime::semaphore* shared = s.cfg.shared_memory.get();
+    const std::size_t need_shared = shared ? std::min(set_bytes, shared->capacity()) : 0;
+    std::optional<runtime::semaphore::units> units = s.memory.try_acquire(need);
+    std::optional<runtime::semaphore::units> shared_units;
+    if (units && shared) shared_units = shared->try_acquire(need_shared);
+    std::optional<runtime::semaphore::units> offset_units;
+    if (units && (!shared || shared_units)) offset_units = s.records.try_acquire(need_offsets);
+    std::chrono::nanoseconds waited{0};
+    if (!offset_units) {
+        // The slow path: the store is behind. Only here is a deadline armed.
+        const auto t0 = runtime::reactor::local().now();
+        std::optional<runtime::deadline_scope> deadline;
+        std::stop_token wait_st = st;
+        if (room_timeout) {
+            deadline.emplace(t0 + *room_timeout, st);
+            wait_st = deadline->token();
+        }
+        std::optional<std::error_code> failed;
+        if (!units) {
+            auto u = co_await s.memory.acquire(need, wait_st);
+            if (u) units = std::move(*u);
+            else failed = u.error();
+        }
+        if (!failed && shared && !shared_units) {
+            auto u = co_await shared->acquire(need_shared, wait_st);
+            if (u) shared_units = std::move(*u);
+            else failed = u.error();
+        }
+        if (!failed) {
+            auto u = co_await s.records.acquire(need_offsets, wait_st);
+            if (u) offset_units = std::move(*u);
+            else failed = u.error();
+        }
+        waited = runtime::reactor::local().now() - t0;
+        s.m.room_waits.inc();
+        s.m.room_wait.record(waited);
+        if (failed) {
+            append_error e;
+            if (deadline && deadline->expired() && !st.stop_requested()) {
+                s.m.room_timeouts.inc();
+                e = append_error(append_errc::no_room,
+                                 "no room for the append within the request timeout: the store is behind; nothing "
+                                 "was written");
+            } else if (runtime::is_cancelled(*failed)) {
+                e = append_error(append_errc::cancelled, "no room for the append");
+            } else if (s.fenced) {
+                e = append_error(append_errc::fenced, "the partition log is fenced");
+            } else {
+                e = append_error(append_errc::shutting_down, "no room for the append");
+            }
+            e.room_wait = waited;
+            co_return failure{std::move(e)};
+        }
+    }
     if (s.fenced) co_return failure{append_error(append_errc::fenced, "the partition log is fenced")};
     if (s.closing) co_return failure{append_error(append_errc::shutting_down, "the partition is closing")};
-
-    auto range = s.pipeline.buffer(batches, set_bytes, s.next_offset, std::move(*units), std::move(*offset_units));
+    auto range = s.pipeline.buffer(batches, set_bytes, s.next_offset, std::move(*units), std::move(*offset_units),
+                                   std::move(shared_units));
     if (!range) co_return failure{std::move(range).error()};
     append_result out;
+    out.room_wait = waited;
     out.base_offset = range->base_offset;
     out.last_offset = range->last_offset;
     s.next_offset = out.last_offset + 1;
@@ -324,6 +374,7 @@ runtime::task<result<append_result, append_error>> partition_log::append(std::sp
                                      ? "not durable within the append timeout; still retrying"
                                      : "not acknowledged");
         err.base_offset = out.base_offset;
+        err.room_wait = waited;
         err.last_offset = out.last_offset;
         co_return failure{std::move(err)};
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <skiff/s3/client.hpp>
+#include <skiff/broker/quota.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/partition_log.hpp>
 
@@ -41,6 +42,13 @@ struct broker_config {
     // Hedged segment PUTs and GETs (docs/retries.md, "Hedging"): after the recent p99 by
     // default, a fixed delay, or off.
     storage::hedge_config hedge;
+    // Admission (docs/quotas.md): bytes appended and not yet stored, across every partition of
+    // the broker (each core takes an equal share). A produce that finds no room waits, up to
+    // its timeout, and is told how long it waited in throttle_time_ms. Per partition, the
+    // bound is log.max_pending_bytes.
+    std::size_t max_buffered_bytes = std::size_t{1} << 30;
+    // Client quotas (docs/quotas.md): produce and fetch bytes per second per client id.
+    quota_config quotas;
     bool auto_create_topics = true;
     std::int32_t default_partitions = 1;
     std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection

@@ -9,8 +9,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+
+namespace skiff::runtime {
+class semaphore;
+}
 
 namespace skiff::storage {
 
@@ -33,6 +38,10 @@ struct log_config {
     upload_mode mode = upload_mode::parallel;
     int index_interval = 100;
     std::size_t max_pending_bytes = 64 << 20;  // buffered + in flight; appends wait beyond
+    // Bytes buffered + in flight across every log that shares it (the broker: one per core);
+    // appends wait beyond, like at max_pending_bytes. Null: no shared bound. The semaphore
+    // must live on the log's core and outlive the log's pending data.
+    std::shared_ptr<runtime::semaphore> shared_memory;
     // Offsets buffered + in flight; appends wait beyond. It bounds the offsets a deposed
     // owner may still write after a takeover (docs/cluster.md, "Storage").
     std::size_t max_pending_records = std::size_t{1} << 20;
@@ -68,6 +77,10 @@ enum class append_errc {
     // acknowledged yet will be; retriable once the new owner serves the partition
     // (NOT_LEADER_OR_FOLLOWER).
     fenced,
+    // No room within the caller's room timeout (append's `room_timeout`): the partition's or
+    // the shared bytes bound stayed full because the store is slow. Nothing was appended;
+    // retriable (REQUEST_TIMED_OUT, with the wait reported as throttle time).
+    no_room,
 };
 
 struct append_error {
@@ -79,6 +92,8 @@ struct append_error {
     // data is still being stored there; -1 when nothing was appended).
     std::int64_t base_offset = -1;
     std::int64_t last_offset = -1;
+    // How long the append waited for room under the memory bounds (admission).
+    std::chrono::nanoseconds room_wait{0};
 };
 
 struct append_result {
@@ -88,6 +103,9 @@ struct append_result {
     // caller's produce span to link to (`produce.link(r.flush_span)`). Invalid (not
     // valid()) for other ack modes and when tracing was off at that flush.
     metrics::span_context flush_span{};
+    // How long the append waited for room under the memory bounds (admission): zero unless the
+    // store fell behind. The broker reports it to the producer as throttle_time_ms.
+    std::chrono::nanoseconds room_wait{0};
 };
 
 enum class ack_mode : std::uint8_t { none, leader, durable }; // Kafka acks 0, 1, -1

@@ -82,8 +82,14 @@ public:
     // parse_batch with verify_crc), so they are not parsed again. The bytes the views point
     // into must stay alive and unchanged until the task completes. An empty span is
     // corrupt_message; a batch the segment format cannot take fails the whole append.
+    //
+    // Admission: at the partition's bound (max_pending_bytes, max_pending_records) or the
+    // shared one (log_config::shared_memory) the append waits for room, at most `room_timeout`
+    // when given (append_errc::no_room then, nothing appended); append_result::room_wait says
+    // how long it waited.
     runtime::task<result<append_result, append_error>> append(std::span<const batch_view> batches, ack_mode acks,
-                                                              std::stop_token st = {});
+                                                              std::stop_token st = {},
+                                                              std::optional<std::chrono::milliseconds> room_timeout = {});
 
     // Calls fn(true) once the high watermark passes `offset` (at once, before returning, if it
     // already has), or fn(false) if the log closes (or is destroyed) first; exactly one call.

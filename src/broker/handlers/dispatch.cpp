@@ -3,8 +3,12 @@
 #include "../handlers.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/broker/quota.hpp>
+#include <skiff/runtime/reactor.hpp>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 
 namespace skiff::broker {
 
@@ -83,6 +87,27 @@ std::pair<std::string, std::int32_t> advertised(const request_ctx& ctx) {
     return {ctx.ci.local_host.empty() ? std::string("127.0.0.1") : ctx.ci.local_host, ctx.ci.local_port};
 }
 
+// Quotas (docs/quotas.md): counts a produce's or a fetch's bytes against the client id's rate.
+// Over it, the answer asks the client to wait (throttle_time_ms, KIP-219) and the connection
+// reads nothing more for as long, so clients that ignore the hint are held to the rate too.
+namespace {
+std::int32_t charge_quota(const request_ctx& ctx, quota_kind k, std::size_t bytes) {
+    auto& sh = ctx.sh;
+    if (!sh.quota || !sh.quota->meter().limits(k)) return 0;
+    auto& entity = sh.quota->find(ctx.client_id);
+    // The meter is shared by every core: it runs on the process's steady clock.
+    const auto wall = std::chrono::steady_clock::now().time_since_epoch();
+    const auto t = sh.quota->meter().record(entity, k, bytes, std::chrono::nanoseconds(wall).count());
+    if (t.count() <= 0) return 0;
+    const auto until = runtime::reactor::local().now() + t;
+    if (until > ctx.ci.muted_until) ctx.ci.muted_until = until;
+    const int i = static_cast<int>(k);
+    sh.throttled[i].inc();
+    sh.throttle_ms[i].inc(static_cast<std::uint64_t>(t.count()));
+    return static_cast<std::int32_t>(t.count());
+}
+} // namespace
+
 runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame) {
     auto hdr = kafka::parse_request_header(frame);
     if (!hdr) throw connection_error("malformed request header: " + hdr.error().message);
@@ -106,13 +131,23 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::produce: {
         auto req = decode_body<kafka::ProduceRequest>(body, version);
         const bool no_response = req.acks == 0;
+        std::size_t bytes = 0;
+        for (const auto& td : req.topic_data) {
+            for (const auto& pd : td.partition_data) bytes += pd.records ? pd.records->size() : 0;
+        }
         auto r = co_await produce(sh, std::move(req));
+        r.throttle_time_ms = std::max(r.throttle_time_ms, charge_quota(ctx, quota_kind::produce, bytes));
         if (no_response) co_return std::nullopt;
         co_return respond(r, ctx);
     }
     case api_key::fetch: {
         auto req = decode_body<kafka::FetchRequest>(body, version);
         auto r = co_await fetch(sh, std::move(req));
+        std::size_t bytes = 0;
+        for (const auto& tr : r.responses) {
+            for (const auto& pd : tr.partitions) bytes += pd.records ? pd.records->size() : 0;
+        }
+        r.throttle_time_ms = std::max(r.throttle_time_ms, charge_quota(ctx, quota_kind::fetch, bytes));
         co_return respond(r, ctx);
     }
     case api_key::list_offsets: {

@@ -10,8 +10,10 @@
 #include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/when_all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
+#include <limits>
 
 namespace skiff::broker {
 
@@ -22,6 +24,7 @@ struct produce_outcome {
     std::string message;
     std::int64_t base_offset = -1;
     std::int64_t log_start_offset = -1;
+    std::chrono::nanoseconds room_wait{0}; // admission: waited for room in the log
 };
 
 kafka::error_code append_error_code(storage::append_errc c) {
@@ -32,6 +35,7 @@ kafka::error_code append_error_code(storage::append_errc c) {
     case storage::append_errc::shutting_down: return kerr::not_leader_or_follower;
     case storage::append_errc::cancelled: return kerr::request_timed_out;
     case storage::append_errc::fenced: return kerr::not_leader_or_follower;
+    case storage::append_errc::no_room: return kerr::request_timed_out;
     }
     return kerr::unknown_server_error;
 }
@@ -58,7 +62,8 @@ runtime::task<bool> durable_through(storage::partition_log& log, std::int64_t la
 // partition is open and its producer table loaded, so appends keep the order in which
 // requests were read (routing.hpp). `batch` lives in the request's frame until this returns.
 runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std::int32_t partition,
-                                               const validated_batch* batch, std::int16_t acks) {
+                                               const validated_batch* batch, std::int16_t acks,
+                                               std::chrono::milliseconds room_timeout) {
     produce_outcome out;
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
@@ -109,7 +114,7 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
         span.set("bytes", static_cast<std::int64_t>(batch->view.size()));
     }
     const std::span<const storage::batch_view> views(&batch->view, 1);
-    auto r = co_await log.append(views, mode);
+    auto r = co_await log.append(views, mode, {}, room_timeout);
     if (span.active()) {
         if (r) {
             span.set("base_offset", r->base_offset);
@@ -118,6 +123,7 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
             span.set("error", static_cast<std::int64_t>(append_error_code(r.error().code)));
         }
     }
+    out.room_wait = r ? r->room_wait : r.error().room_wait;
     if (!r) {
         out.error = append_error_code(r.error().code);
         out.message = r.error().message;
@@ -156,6 +162,9 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
     if (req.transactional_id) blanket = kerr::transactional_id_authorization_failed;
     const std::int16_t acks = req.acks;
     const std::int64_t now = wall_ms();
+    // Admission waits for room at most the request's own timeout (Kafka's timeout_ms: how long
+    // the producer lets the broker take), and never less than a millisecond.
+    const std::chrono::milliseconds room_timeout(std::max<std::int32_t>(req.timeout_ms, 1));
 
     // Every partition is issued before the first suspension (routing.hpp). The validated
     // batches stay here, in a container that never moves its elements, until every append
@@ -206,8 +215,8 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
                 const validated_batch* b = &batches.back();
                 const std::string* topic = &td.name;
                 const std::int32_t partition = pd.index;
-                work.push_back(on_partition_owner(sh, td.name, partition, [topic, partition, b, acks](shard& o) {
-                    return append_on_owner(o, *topic, partition, b, acks);
+                work.push_back(on_partition_owner(sh, td.name, partition, [topic, partition, b, acks, room_timeout](shard& o) {
+                    return append_on_owner(o, *topic, partition, b, acks, room_timeout);
                 }));
             }
             tr.partition_responses.push_back(std::move(pr));
@@ -215,9 +224,11 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
         r.responses.push_back(std::move(tr));
     }
     auto results = co_await runtime::when_all(std::move(work));
+    std::chrono::nanoseconds room_wait{0};
     for (std::size_t i = 0; i < issued.size(); ++i) {
         auto& pr = r.responses[issued[i].topic].partition_responses[issued[i].partition];
         produce_outcome& o = results[i];
+        room_wait = std::max(room_wait, o.room_wait);
         pr.error_code = o.error;
         pr.base_offset = o.base_offset;
         pr.log_start_offset = o.log_start_offset;
@@ -228,6 +239,14 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
         for (auto& pr : tr.partition_responses) {
             if (pr.error_code != kerr::none) m.errors.inc();
         }
+    }
+    // Admission: a request that had to wait for room tells the producer so, as a quota does
+    // (docs/quotas.md): clients slow down and report it (librdkafka's throttle callback).
+    if (room_wait >= std::chrono::milliseconds(1)) {
+        r.throttle_time_ms = static_cast<std::int32_t>(
+            std::min<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(room_wait).count(),
+                                   std::numeric_limits<std::int32_t>::max()));
+        sh.admission_throttled.inc();
     }
     m.requests.inc();
     m.latency.record(std::chrono::steady_clock::now() - started);

@@ -5,6 +5,7 @@
 #include "log_fixtures.hpp"
 #include "run_task.hpp"
 
+#include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
 #include <skiff/storage/memory_store.hpp>
@@ -358,6 +359,80 @@ TEST_CASE("memory is bounded: at the bound appends wait", "[storage][log]") {
         auto [appended, _] = co_await when_all(third(log.get(), one, src.get_token()), stopper(&src));
         CHECK_FALSE(appended); // it waited for room, then was cancelled
         co_await log->close();
+    };
+    run_task(t());
+}
+
+TEST_CASE("admission: at the bound an append waits up to its room timeout; none in time is no_room, nothing written",
+          "[storage][log][admission]") {
+    auto t = []() -> task<void> {
+        memory_store store;
+        io_budget budget(8, nullptr);
+        auto cfg = test_config();
+        auto one = batch_of(0, 1);
+        cfg.max_pending_bytes = one.size() * 2;
+        auto log = co_await open_log(store, budget, pid, cfg);
+        store.set_latency(150ms); // every upload takes 150 ms: the store is behind
+        const std::span<const char> set(one.data(), one.size());
+        for (int i = 0; i < 2; ++i) {
+            auto r = co_await log->append(set, ack_mode::leader);
+            REQUIRE(r.has_value());
+            CHECK(r->room_wait == 0ns); // room was there
+        }
+        // Both sets hold their room until stored: the age trigger (50 ms) starts their upload.
+        auto batches = split_batches(set);
+        REQUIRE(batches.has_value());
+        // No room within 20 ms: refused, and nothing of it was appended.
+        auto refused = co_await log->append(std::span<const batch_view>(*batches), ack_mode::leader, {}, 20ms);
+        REQUIRE_FALSE(refused.has_value());
+        CHECK(refused.error().code == append_errc::no_room);
+        CHECK(refused.error().last_offset == -1);
+        CHECK(refused.error().room_wait >= 20ms);
+        // Room comes back when the upload lands: a longer timeout gets it and says it waited.
+        auto batches2 = split_batches(set);
+        REQUIRE(batches2.has_value());
+        auto waited = co_await log->append(std::span<const batch_view>(*batches2), ack_mode::durable, {}, 5s);
+        REQUIRE(waited.has_value());
+        CHECK(waited->base_offset == 2); // the refused set took no offsets
+        CHECK(waited->room_wait >= 50ms);
+        CHECK(waited->room_wait < 5s);
+        store.set_latency(0ns);
+        co_await log->close();
+    };
+    run_task(t());
+}
+
+TEST_CASE("admission: logs sharing one bytes bound wait on each other's uploads", "[storage][log][admission]") {
+    auto t = []() -> task<void> {
+        memory_store store;
+        io_budget budget(8, nullptr);
+        auto cfg = test_config();
+        auto one = batch_of(0, 1);
+        cfg.shared_memory = std::make_shared<semaphore>(one.size() * 2, "shared");
+        auto a = co_await open_log(store, budget, partition_id("orders", 1), cfg);
+        auto b = co_await open_log(store, budget, partition_id("orders", 2), cfg);
+        store.set_latency(150ms);
+        const std::span<const char> set(one.data(), one.size());
+        for (int i = 0; i < 2; ++i) {
+            auto r = co_await a->append(set, ack_mode::leader);
+            REQUIRE(r.has_value());
+        }
+        CHECK(cfg.shared_memory->available() == 0);
+        // Partition b has room of its own (64 MiB) but the shared bound is full.
+        auto batches = split_batches(set);
+        REQUIRE(batches.has_value());
+        auto refused = co_await b->append(std::span<const batch_view>(*batches), ack_mode::leader, {}, 20ms);
+        REQUIRE_FALSE(refused.has_value());
+        CHECK(refused.error().code == append_errc::no_room);
+        auto waited = co_await b->append(std::span<const batch_view>(*batches), ack_mode::durable, {}, 5s);
+        REQUIRE(waited.has_value());
+        CHECK(waited->base_offset == 0);
+        CHECK(waited->room_wait >= 50ms);
+        store.set_latency(0ns);
+        co_await a->close();
+        co_await b->close();
+        // Everything stored gave its room back.
+        CHECK(cfg.shared_memory->available() == static_cast<std::int64_t>(one.size() * 2));
     };
     run_task(t());
 }
