@@ -72,6 +72,12 @@ out=$(serve_err --put-price-per-1000 -1); rc=$?
 check "serve bad --put-price-per-1000: exit 2" expect $rc "$out" 2 "--put-price-per-1000"
 out=$(serve_err --max-puts-per-second fast); rc=$?
 check "serve bad --max-puts-per-second: exit 2" expect $rc "$out" 2 "--max-puts-per-second"
+out=$(serve_err --client-quotas "app:produce=fast"); rc=$?
+check "serve bad --client-quotas: exit 2, names the client" expect $rc "$out" 2 "client id 'app' must be a positive byte count"
+out=$(serve_err --max-buffered-bytes 10); rc=$?
+check "serve too small --max-buffered-bytes: exit 2" expect $rc "$out" 2 "--max-buffered-bytes"
+out=$(serve_err --hedge-after-ms never); rc=$?
+check "serve bad --hedge-after-ms: exit 2" expect $rc "$out" 2 "'adaptive', 'off' or milliseconds"
 check "serve --help: the flush linger defaults to adaptive" bash -c "'$skiff' serve --help | grep -q -- '--flush-linger-ms MS|adaptive .*(default adaptive)'"
 check "serve --help: every default is filled in" bash -c "! '$skiff' serve --help | grep -q '(default )'"
 
