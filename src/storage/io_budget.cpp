@@ -2,6 +2,7 @@
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 namespace skiff::storage {
@@ -14,8 +15,15 @@ bool global_io_cap::try_take() noexcept {
     return false;
 }
 
+namespace {
+std::size_t flush_floor(std::size_t limit) { return limit >= 2 ? std::max<std::size_t>(1, limit / 4) : 0; }
+std::size_t read_floor(std::size_t limit) { return limit >= 2 ? std::max<std::size_t>(1, limit / 8) : 0; }
+} // namespace
+
 io_budget::io_budget(std::size_t limit, global_io_cap* global)
-    : _sem(limit == 0 ? 1 : limit, "s3-io"), _global(global), _max(limit == 0 ? 1 : limit) {
+    : _sem(limit == 0 ? 1 : limit, "s3-io"), _high(1, "s3-io-flush"), _normal(1, "s3-io-read"), _global(global),
+      _max(limit == 0 ? 1 : limit) {
+    resize(_max);
     if (metrics::metrics_enabled()) {
         auto& reg = metrics::registry::local();
         _m.acquired = reg.counter("skiff_io_budget_acquired_total", "Store request permits granted.");
@@ -34,17 +42,31 @@ io_budget::io_budget(std::size_t limit, global_io_cap* global)
     }
 }
 
+void io_budget::resize(std::size_t limit) noexcept {
+    _sem.set_capacity(limit);
+    _high.set_capacity(limit - read_floor(limit));
+    _normal.set_capacity(limit - flush_floor(limit));
+}
+
 io_budget::~io_budget() { _m.limit.sub(static_cast<std::int64_t>(_sem.capacity())); }
 
 runtime::task<result<io_budget::permit>> io_budget::acquire(priority p, std::stop_token st) {
     const bool timed = static_cast<bool>(_m.wait);
     const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-    if (_sem.available() <= 0 || _sem.waiters() > 0) {
+    runtime::semaphore& cls = p == priority::high ? _high : _normal;
+    if (_sem.available() <= 0 || _sem.waiters() > 0 || cls.available() <= 0 || cls.waiters() > 0) {
         ++_stats.waited;
         _m.waits.inc();
     }
     // Visible to a scrape only while this coroutine is suspended, i.e. really waiting.
     _m.waiting.add(1);
+    // The class first: a request over its class's share waits there, out of the shared queue,
+    // so it cannot hold a place the other class needs.
+    auto cls_units = co_await cls.acquire(1, st);
+    if (!cls_units) {
+        _m.waiting.sub(1);
+        co_return failure{cls_units.error()};
+    }
     auto units = co_await _sem.acquire(1, st, p);
     if (!units) {
         _m.waiting.sub(1);
@@ -67,7 +89,7 @@ runtime::task<result<io_budget::permit>> io_budget::acquire(priority p, std::sto
     _m.acquired.inc();
     if (timed) _m.wait.record(std::chrono::steady_clock::now() - t0);
     _m.in_flight.add(1);
-    co_return permit(std::move(*units), _global, _m.in_flight);
+    co_return permit(std::move(*units), _global, _m.in_flight, std::move(*cls_units));
 }
 
 void io_budget::on_throttled() noexcept {
@@ -77,7 +99,7 @@ void io_budget::on_throttled() noexcept {
     const std::size_t cur = _sem.capacity();
     const std::size_t next = cur / 2 == 0 ? 1 : cur / 2;
     if (next < cur) {
-        _sem.set_capacity(next);
+        resize(next);
         _m.limit.sub(static_cast<std::int64_t>(cur - next));
         ++_stats.decreases;
     }
@@ -92,7 +114,7 @@ void io_budget::on_success() noexcept {
     if (cur >= _max) return;
     if (++_successes >= cur) {
         _successes = 0;
-        _sem.set_capacity(cur + 1);
+        resize(cur + 1);
         _m.limit.add(1);
         ++_stats.increases;
     }

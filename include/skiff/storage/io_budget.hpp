@@ -2,6 +2,12 @@
 // core's semaphore (shared by all of the core's partitions) and a token of the process-wide
 // cap (shared by all cores). Flush uploads ask with priority::high and go ahead of prefetch.
 //
+// Floors: each class (high = flush uploads, normal = reads and the rest) may hold at most the
+// limit minus the other class's floor, so a burst of catch-up reads never takes the permits a
+// produce's upload needs, nor a flood of uploads every permit a reader needs. The flush floor
+// is a quarter of the limit, the read floor an eighth (at least 1 each from a limit of 2; at a
+// limit of 1 the classes share the one permit, high first).
+//
 // The core's limit adapts to back-pressure (AIMD): a throttling answer (SlowDown, 503, 429)
 // halves it at the request that got it (the store's throttle observer, see listen_to and
 // object_store.hpp), a run of successes grows it by one, never above the configured limit.
@@ -62,15 +68,18 @@ public:
     public:
         permit() = default;
         // `in_flight` (optional) is decremented once when the permit is released.
-        permit(runtime::semaphore::units u, global_io_cap* g, metrics::gauge in_flight = {}) noexcept
-            : _units(std::move(u)), _global(g), _in_flight(in_flight), _held(true) {}
+        // `cls` (optional): the unit of the request's class (see "Floors" above).
+        permit(runtime::semaphore::units u, global_io_cap* g, metrics::gauge in_flight = {},
+               runtime::semaphore::units cls = {}) noexcept
+            : _units(std::move(u)), _class(std::move(cls)), _global(g), _in_flight(in_flight), _held(true) {}
         permit(permit&& o) noexcept
-            : _units(std::move(o._units)), _global(std::exchange(o._global, nullptr)), _in_flight(o._in_flight),
-              _held(std::exchange(o._held, false)) {}
+            : _units(std::move(o._units)), _class(std::move(o._class)), _global(std::exchange(o._global, nullptr)),
+              _in_flight(o._in_flight), _held(std::exchange(o._held, false)) {}
         permit& operator=(permit&& o) noexcept {
             if (this != &o) {
                 release();
                 _units = std::move(o._units);
+                _class = std::move(o._class);
                 _global = std::exchange(o._global, nullptr);
                 _in_flight = o._in_flight;
                 _held = std::exchange(o._held, false);
@@ -81,11 +90,13 @@ public:
         void release() noexcept {
             if (_global) std::exchange(_global, nullptr)->give();
             _units.release();
+            _class.release();
             if (std::exchange(_held, false)) _in_flight.sub(1);
         }
 
     private:
         runtime::semaphore::units _units;
+        runtime::semaphore::units _class;
         global_io_cap* _global = nullptr;
         metrics::gauge _in_flight;
         bool _held = false;
@@ -110,7 +121,11 @@ public:
     // A request succeeded: after `limit` successes in a row, grow the limit by one.
     void on_success() noexcept;
     // Fail current and future waiters.
-    void shutdown() noexcept { _sem.broken(); }
+    void shutdown() noexcept {
+        _sem.broken();
+        _high.broken();
+        _normal.broken();
+    }
     // The process-wide request budget flush uploads pace themselves by (put_rate.hpp); null
     // or unlimited: none. Must outlive the budget's users.
     void set_put_rate(put_rate* r) noexcept { _put_rate = r; }
@@ -125,6 +140,10 @@ public:
     hedge_policy* get_hedge() const noexcept { return _get_hedge; }
 
     std::size_t current_limit() const noexcept { return _sem.capacity(); }
+    // The most permits a class may hold at the current limit (see "Floors").
+    std::size_t class_limit(priority p) const noexcept {
+        return p == priority::high ? _high.capacity() : _normal.capacity();
+    }
     std::size_t max_limit() const noexcept { return _max; }
     std::size_t waiting() const noexcept { return _sem.waiters(); }
     std::int64_t in_flight() const noexcept {
@@ -133,7 +152,11 @@ public:
     const io_budget_stats& stats() const noexcept { return _stats; }
 
 private:
+    void resize(std::size_t limit) noexcept;
+
     runtime::semaphore _sem;
+    runtime::semaphore _high;   // flush uploads: the limit minus the read floor
+    runtime::semaphore _normal; // everything else: the limit minus the flush floor
     global_io_cap* _global;
     put_rate* _put_rate = nullptr;
     hedge_policy* _put_hedge = nullptr;
