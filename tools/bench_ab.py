@@ -49,9 +49,9 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.http = f"http://127.0.0.1:{hport}"
 
-    def create_topic(self, topic):
+    def create_topic(self, topic, partitions=1):
         admin = AdminClient({"bootstrap.servers": self.bootstrap})  # must outlive the future
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

@@ -8,6 +8,9 @@
 #include <skiff/s3/classify.hpp>
 #include <skiff/s3/client.hpp>
 #include <skiff/s3/sigv4.hpp>
+#include <skiff/s3/xml.hpp>
+
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -139,7 +142,94 @@ struct client::attempt_spec {
     std::span<const char> body;
     std::string payload_hash{empty_payload_sha256}; // what every request without a body signs
     bool ranged = false; // GET with a Range header (metrics label only)
+    bool create_session = false; // S3 Express CreateSession: signed with the long-term keys
 };
+
+bool is_directory_bucket(std::string_view bucket) noexcept { return !directory_bucket_zone(bucket).empty(); }
+
+std::string_view directory_bucket_zone(std::string_view bucket) noexcept {
+    constexpr std::string_view suffix = "--x-s3";
+    if (bucket.size() <= suffix.size() || bucket.substr(bucket.size() - suffix.size()) != suffix) return {};
+    const std::string_view head = bucket.substr(0, bucket.size() - suffix.size());
+    const auto sep = head.rfind("--");
+    if (sep == std::string_view::npos || sep == 0 || sep + 2 >= head.size()) return {};
+    return head.substr(sep + 2);
+}
+
+const endpoint& client::endpoint_for(std::string_view bucket) {
+    // An explicit endpoint (a VPC endpoint, a local server) serves every bucket; without one a
+    // directory bucket lives at its zone's endpoint, https://s3express-<zone>.<region>.amazonaws.com.
+    if (!_cfg.endpoint.empty() || !is_directory_bucket(bucket)) return _ep;
+    const std::string zone(directory_bucket_zone(bucket));
+    auto it = _zonal.find(zone);
+    if (it == _zonal.end()) {
+        auto ep = parse_endpoint(fmt::format("https://s3express-{}.{}.amazonaws.com", zone, _cfg.region));
+        if (!ep) return _ep; // a zone id that is not a host label: the request fails at the default endpoint
+        it = _zonal.emplace(zone, std::move(*ep)).first;
+    }
+    return it->second;
+}
+
+namespace {
+std::optional<std::chrono::system_clock::time_point> parse_iso8601(const std::string& s) {
+    std::tm tm{};
+    const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end) return std::nullopt;
+    return std::chrono::system_clock::from_time_t(timegm(&tm));
+}
+} // namespace
+
+runtime::task<result<client::express_session, error>> client::create_session(std::string_view bucket,
+                                                                            std::stop_token st) {
+    attempt_spec spec{.method = "GET", .bucket = bucket, .key = ""};
+    spec.query.emplace_back("session", "");
+    spec.create_session = true;
+    request_options opts;
+    auto resp = co_await execute(op_kind::get, spec, opts, st);
+    if (!resp) co_return failure{std::move(resp).error()};
+    ++_sessions_created;
+    auto parsed = parse_create_session(resp->body);
+    if (!parsed) co_return failure{std::move(parsed).error()};
+    auto expires = parse_iso8601(parsed->expiration);
+    if (!expires) {
+        co_return failure{make_error(errc::bad_response, "CreateSession: the answer's Expiration is not a date")};
+    }
+    express_session s;
+    s.creds.access_key_id = std::move(parsed->access_key_id);
+    s.creds.secret_access_key = std::move(parsed->secret_access_key);
+    s.creds.session_token = std::move(parsed->session_token);
+    s.expires = *expires;
+    s.obtained = _cfg.wall_clock();
+    co_return s;
+}
+
+runtime::task<result<credentials, error>> client::session_for(std::string_view bucket, std::stop_token st) {
+    auto it = _sessions.find(bucket);
+    if (it == _sessions.end()) it = _sessions.emplace(std::string(bucket), session_slot{}).first;
+    session_slot& slot = it->second; // map nodes are stable, and slots are never erased
+    if (!slot.lock) slot.lock = std::make_unique<runtime::semaphore>(1, "s3express-session");
+    auto fresh = [this, &slot] {
+        if (!slot.session) return false;
+        // Renew ahead of expiry: express_refresh_before early, or half-way through a session
+        // shorter than twice that, so requests in flight never carry a token that dies under them.
+        const auto lifetime = slot.session->expires - slot.session->obtained;
+        const auto margin = std::min<std::chrono::system_clock::duration>(_cfg.express_refresh_before, lifetime / 2);
+        return _cfg.wall_clock() + margin < slot.session->expires;
+    };
+    if (fresh()) co_return slot.session->creds;
+    // One CreateSession per bucket at a time; whoever waited finds the new session.
+    auto held = co_await slot.lock->acquire(1, st);
+    if (!held) co_return failure{make_error(errc::cancelled, "S3 Express session: cancelled")};
+    if (fresh()) co_return slot.session->creds;
+    auto created = co_await create_session(bucket, st);
+    if (!created) {
+        auto e = std::move(created).error();
+        e.message = "S3 Express CreateSession for " + std::string(bucket) + ": " + e.message;
+        co_return failure{std::move(e)};
+    }
+    slot.session = std::move(*created);
+    co_return slot.session->creds;
+}
 
 result<std::unique_ptr<client>, std::string> client::create(client_config cfg) {
     if (cfg.region.empty()) return failure{std::string("no S3 region configured (set --s3-region or AWS_REGION)")};
@@ -176,11 +266,17 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
     ++stats.operations;
     const runtime::time_point deadline = r.now() + _cfg.operation_deadline;
     runtime::deadline_scope scope(deadline, st);
-    const bool path_style = _cfg.path_style || !virtual_host_compatible(_ep, spec.bucket);
+    const endpoint& ep = endpoint_for(spec.bucket);
+    // A zonal S3 Express endpoint is always addressed virtual-host style.
+    const bool path_style = &ep == &_ep && (_cfg.path_style || !virtual_host_compatible(_ep, spec.bucket));
+    const bool express = is_directory_bucket(spec.bucket);
+    bool renewed = false; // an expired session is renewed once per operation
     const std::string target = spec.key.empty() ? std::string(spec.bucket) : fmt::format("{}/{}", spec.bucket, spec.key);
 
     signing_options sopts;
     sopts.region = _cfg.region;
+    // S3 Express signs for its own service name, CreateSession included.
+    if (express) sopts.service = "s3express";
 
     // Metrics: the slot for (op, kind) and the whole operation's timer (recorded on every
     // way out, success or failure). Nothing here sees the URL, headers or credentials.
@@ -232,7 +328,7 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
 
     for (int attempt = 1;; ++attempt) {
         if (scope.token().stop_requested()) co_return fail(stopped_error(attempt - 1));
-        auto url = make_object_url(_ep, spec.bucket, spec.key, path_style, spec.query);
+        auto url = make_object_url(ep, spec.bucket, spec.key, path_style, spec.query);
 
         signing_request sreq;
         sreq.method = spec.method;
@@ -241,7 +337,22 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
         sreq.headers = spec.headers;
         sreq.headers.push_back({"host", url.host_header});
         sreq.payload_hash = spec.payload_hash;
-        auto signed_req = sign(sreq, _cfg.creds, sopts, _cfg.wall_clock());
+        // S3 Express data requests: the bucket's session keys sign, and its token travels
+        // (signed) as x-amz-s3session-token instead of x-amz-security-token.
+        credentials session;
+        const credentials* creds = &_cfg.creds;
+        if (express && !spec.create_session) {
+            auto s = co_await session_for(spec.bucket, scope.token());
+            if (!s) {
+                if (scope.token().stop_requested()) co_return fail(stopped_error(attempt - 1));
+                co_return fail(std::move(s).error());
+            }
+            sreq.headers.push_back({"x-amz-s3session-token", s->session_token});
+            session.access_key_id = std::move(s->access_key_id);
+            session.secret_access_key = std::move(s->secret_access_key);
+            creds = &session;
+        }
+        auto signed_req = sign(sreq, *creds, sopts, _cfg.wall_clock());
         if (!signed_req) co_return fail(make_error(errc::config, fmt::format("cannot sign request: {}", signed_req.error())));
 
         http::request hreq;
@@ -274,7 +385,7 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
         if (!resp) {
             if (resp.error().cancelled) co_return fail(stopped_error(attempt));
             err = classify_transport(resp.error().curl_code, resp.error().message,
-                                     fmt::format("{}://{}", _ep.scheme, host_header(_ep)));
+                                     fmt::format("{}://{}", ep.scheme, host_header(ep)));
         } else {
             stats.bytes_received += resp->body.size();
             if (is_success(resp->status)) {
@@ -288,6 +399,16 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
         if (m && throttled) m->throttled[mo].inc();
         err.attempts = attempt;
         tell(attempt, &err, throttled);
+
+        // The bucket's session expired under us (clock skew, a long backoff): the request was
+        // refused, not applied, so it is sent again at once with a renewed session, also when
+        // the caller asked for one request only.
+        if (express && !spec.create_session && !renewed && err.s3_code == "ExpiredToken") {
+            renewed = true;
+            if (auto it = _sessions.find(spec.bucket); it != _sessions.end()) it->second.session.reset();
+            ++stats.retries;
+            continue;
+        }
 
         auto delay = _backoff.delay(attempt - 1);
         if (!should_retry(err, attempt, to_backoff(r.now()), to_backoff(deadline), delay, policy)) {

@@ -188,6 +188,29 @@ result<list_page, error> parse_list_objects_v2(std::string_view body) {
     return page;
 }
 
+result<session_credentials, error> parse_create_session(std::string_view body) {
+    pugi::xml_document doc;
+    if (body.size() > max_error_document_size || !load(doc, body)) {
+        return failure{bad_response("CreateSession: the answer is not an XML document")};
+    }
+    const auto root = doc.child("CreateSessionResult");
+    if (!root) return failure{bad_response("CreateSession: the answer is not a CreateSessionResult")};
+    const auto c = root.child("Credentials");
+    session_credentials out;
+    out.access_key_id = std::string(trim(text_of(c, "AccessKeyId")));
+    out.secret_access_key = std::string(trim(text_of(c, "SecretAccessKey")));
+    out.session_token = std::string(trim(text_of(c, "SessionToken")));
+    out.expiration = std::string(trim(text_of(c, "Expiration")));
+    // Names only: the values are secrets.
+    for (auto [name, v] : {std::pair<const char*, const std::string*>{"AccessKeyId", &out.access_key_id},
+                           {"SecretAccessKey", &out.secret_access_key},
+                           {"SessionToken", &out.session_token},
+                           {"Expiration", &out.expiration}}) {
+        if (v->empty()) return failure{bad_response(fmt::format("CreateSession: the answer has no {}", name))};
+    }
+    return out;
+}
+
 std::optional<s3_error_body> parse_error_body(std::string_view body) {
     if (body.empty() || body.size() > max_error_document_size) return std::nullopt;
     pugi::xml_document doc;

@@ -25,6 +25,9 @@
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <skiff/s3/sigv4.hpp>
 
 namespace skiff::test {
 
@@ -578,8 +581,158 @@ struct fake_s3::impl {
         return s3_error(404, "NoSuchBucket", "The specified bucket does not exist", {{"BucketName", bucket}});
     }
 
+    // --- S3 Express sessions -----------------------------------------------------------
+    struct express_session {
+        std::string secret;
+        std::chrono::system_clock::time_point expires;
+    };
+    std::map<std::string, express_session> sessions; // by access key id; guarded by mu
+    std::map<std::string, std::string> session_by_token;
+
+    static std::string random_token(std::size_t bytes) {
+        std::string raw(bytes, '\0');
+        RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(raw.size()));
+        static const char* digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        std::string out;
+        for (unsigned char c : raw) out += digits[c % 36];
+        return out;
+    }
+
+    // Recomputes the request's SigV4 signature for `service` with (key_id, secret); an error
+    // answer when it is not what the request carries.
+    std::optional<http_response> verify_sigv4(const http_request& req, const parsed_target& t,
+                                              const std::string& key_id, const std::string& secret,
+                                              std::string_view service) const {
+        const std::string* auth = req.header("authorization");
+        const std::string prefix = "AWS4-HMAC-SHA256 ";
+        if (!auth || auth->rfind(prefix, 0) != 0) {
+            return s3_error(403, "AccessDenied", "The request is not signed with AWS4-HMAC-SHA256");
+        }
+        std::map<std::string, std::string> parts;
+        std::string_view rest = std::string_view(*auth).substr(prefix.size());
+        while (!rest.empty()) {
+            auto comma = rest.find(',');
+            std::string_view kv = rest.substr(0, comma);
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            while (!kv.empty() && kv.front() == ' ') kv.remove_prefix(1);
+            auto eq = kv.find('=');
+            if (eq != std::string_view::npos) parts[std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
+        }
+        // Credential = KEY/DATE/REGION/SERVICE/aws4_request
+        std::vector<std::string> scope;
+        {
+            std::string_view c = parts["Credential"];
+            while (true) {
+                auto slash = c.find('/');
+                scope.emplace_back(c.substr(0, slash));
+                if (slash == std::string_view::npos) break;
+                c = c.substr(slash + 1);
+            }
+        }
+        if (scope.size() != 5 || scope[4] != "aws4_request") {
+            return s3_error(400, "AuthorizationHeaderMalformed", "The authorization header is malformed");
+        }
+        if (scope[0] != key_id) {
+            return s3_error(403, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.");
+        }
+        if (scope[3] != service) {
+            return s3_error(400, "AuthorizationHeaderMalformed",
+                            fmt::format("The authorization header is malformed; the service '{}' is wrong; expecting '{}'",
+                                        scope[3], service));
+        }
+        const std::string* date = req.header("x-amz-date");
+        std::tm tm{};
+        if (!date || !strptime(date->c_str(), "%Y%m%dT%H%M%SZ", &tm)) {
+            return s3_error(403, "AccessDenied", "x-amz-date is missing or malformed");
+        }
+        const auto when = std::chrono::system_clock::from_time_t(timegm(&tm));
+        s3::signing_request sr;
+        sr.method = req.method;
+        sr.encoded_path = req.target.substr(0, req.target.find('?'));
+        for (const auto& [k, v] : t.query) sr.query.emplace_back(k, v);
+        std::string_view names = parts["SignedHeaders"];
+        while (!names.empty()) {
+            auto semi = names.find(';');
+            std::string name(names.substr(0, semi));
+            names = semi == std::string_view::npos ? std::string_view() : names.substr(semi + 1);
+            const std::string* v = req.header(name);
+            if (!v) return s3_error(403, "SignatureDoesNotMatch", "a signed header is missing: " + name);
+            sr.headers.push_back({name, *v});
+        }
+        const std::string* hash = req.header("x-amz-content-sha256");
+        sr.payload_hash = hash ? *hash : std::string("UNSIGNED-PAYLOAD");
+        s3::credentials creds{key_id, secret, ""};
+        s3::signing_options so;
+        so.region = scope[2];
+        so.service = std::string(service);
+        auto expected = s3::sign(sr, creds, so, when);
+        if (!expected || expected->signature != parts["Signature"]) {
+            return s3_error(403, "SignatureDoesNotMatch",
+                            "The request signature we calculated does not match the signature you provided.");
+        }
+        return std::nullopt;
+    }
+
+    std::optional<http_response> check_express(const http_request& req, const parsed_target& t) {
+        const auto& ex = *options.express;
+        if (t.key.empty() && req.method == "GET" && t.query.count("session")) {
+            // CreateSession: signed with the long-term keys.
+            if (auto bad = verify_sigv4(req, t, ex.access_key_id, ex.secret_access_key, "s3express")) return bad;
+            std::lock_guard lock(mu);
+            if (!buckets.count(t.bucket)) return no_such_bucket(t.bucket);
+            const std::string id = "ASIA" + random_token(16);
+            const std::string secret = random_token(40);
+            const std::string token = random_token(64);
+            const auto expires = std::chrono::system_clock::now() + ex.session_ttl;
+            sessions[id] = express_session{secret, expires};
+            session_by_token[token] = id;
+            ++counters.sessions_created;
+            const std::time_t tt = std::chrono::system_clock::to_time_t(expires);
+            std::tm tm{};
+            gmtime_r(&tt, &tm);
+            char iso[32];
+            std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            http_response r;
+            r.headers.emplace_back("Content-Type", "application/xml");
+            r.body = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CreateSessionResult "
+                                 "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Credentials><SessionToken>{}"
+                                 "</SessionToken><SecretAccessKey>{}</SecretAccessKey><AccessKeyId>{}</AccessKeyId>"
+                                 "<Expiration>{}</Expiration></Credentials></CreateSessionResult>",
+                                 token, secret, id, iso);
+            return r;
+        }
+        const std::string* token = req.header("x-amz-s3session-token");
+        if (!token) return s3_error(403, "AccessDenied", "x-amz-s3session-token is required for a directory bucket");
+        std::string id;
+        express_session session;
+        {
+            std::lock_guard lock(mu);
+            auto it = session_by_token.find(*token);
+            if (it == session_by_token.end()) return s3_error(403, "AccessDenied", "The session token is not valid");
+            id = it->second;
+            session = sessions[id];
+        }
+        if (std::chrono::system_clock::now() >= session.expires) {
+            return s3_error(400, "ExpiredToken", "The provided token has expired.");
+        }
+        const std::string* signed_names = req.header("authorization");
+        if (!signed_names || signed_names->find("x-amz-s3session-token") == std::string::npos) {
+            return s3_error(403, "SignatureDoesNotMatch", "x-amz-s3session-token must be signed");
+        }
+        return verify_sigv4(req, t, id, session.secret, "s3express");
+    }
+
     http_response handle(const http_request& req, const parsed_target& t) {
         if (auto bad = check_payload_hash(req)) return *bad;
+        if (options.express && !t.bucket.empty()) {
+            if (auto refused = check_express(req, t)) {
+                if (refused->status != 200) {
+                    std::lock_guard lock(mu);
+                    ++counters.auth_failures;
+                }
+                return *refused;
+            }
+        }
         if (t.bucket.empty()) {
             if (req.method == "GET") return list_buckets();
             return s3_error(405, "MethodNotAllowed",
@@ -1265,6 +1418,11 @@ std::vector<std::string> fake_s3::list_keys(std::string_view bucket, std::string
         out.push_back(it->first);
     }
     return out;
+}
+
+void fake_s3::expire_sessions() {
+    std::lock_guard lock(_impl->mu);
+    for (auto& [id, s] : _impl->sessions) s.expires = std::chrono::system_clock::now() - std::chrono::seconds(1);
 }
 
 fake_s3_stats fake_s3::stats() const {

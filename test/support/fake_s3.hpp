@@ -78,6 +78,8 @@ struct fake_s3_stats {
     std::map<std::string, std::uint64_t> by_method;
     std::map<std::string, std::uint64_t> by_key; // decoded object key; "" for bucket requests
     std::map<int, std::uint64_t> by_status;
+    std::uint64_t sessions_created = 0; // express: CreateSession answered
+    std::uint64_t auth_failures = 0;    // express: requests refused for their signature or token
 };
 
 struct stored_object {
@@ -88,8 +90,22 @@ struct stored_object {
     std::chrono::system_clock::time_point last_modified;
 };
 
+// S3 Express One Zone (directory buckets): the session flow. CreateSession (GET /bucket?session)
+// must be SigV4-signed for the service "s3express" with the long-term keys below and answers
+// temporary session credentials valid for `session_ttl`. Every other request must carry
+// x-amz-s3session-token naming a live session, signed (the token among the signed headers)
+// with that session's secret for "s3express": 403 AccessDenied / SignatureDoesNotMatch /
+// InvalidAccessKeyId otherwise, 400 ExpiredToken once the session expired. Signatures are
+// recomputed with skiff's own signer (test vectors check that one against AWS's).
+struct fake_express_options {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::chrono::seconds session_ttl{300};
+};
+
 struct fake_s3_options {
     std::vector<std::string> buckets{"test-bucket"}; // created at start
+    std::optional<fake_express_options> express;     // set: every bucket is a directory bucket
     bool require_content_sha256 = true;
     std::size_t max_body_size = std::size_t{256} << 20; // larger bodies get 413 and a close
 };
@@ -133,6 +149,9 @@ public:
 
     // --- observation ---------------------------------------------------------------------
     fake_s3_stats stats() const;
+    // Express: every session issued so far expires now (the next request with one gets 400
+    // ExpiredToken), as if the clock had passed their lifetime.
+    void expire_sessions();
     std::vector<request_record> request_log() const;
     void reset_stats(); // zeroes the counters and clears the log
     std::size_t open_connections() const;

@@ -13,6 +13,7 @@
 
 #include <skiff/core/result.hpp>
 #include <skiff/http/client.hpp>
+#include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/s3/backoff.hpp>
 #include <skiff/s3/credentials.hpp>
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -48,7 +50,15 @@ struct client_config {
     // Wall clock for SigV4 dates; injectable for tests.
     std::function<std::chrono::system_clock::time_point()> wall_clock;
     std::uint64_t backoff_seed = 0; // 0: random
+    // S3 Express One Zone (directory buckets, names ending in "--x-s3"; docs/s3-express.md):
+    // a session is created (CreateSession) per bucket and renewed this long before it expires.
+    std::chrono::seconds express_refresh_before{60};
 };
+
+// A directory bucket's name: "base--azid--x-s3" (e.g. "logs--use1-az4--x-s3").
+bool is_directory_bucket(std::string_view bucket) noexcept;
+// Its zone id ("use1-az4"); empty for any other name.
+std::string_view directory_bucket_zone(std::string_view bucket) noexcept;
 
 // Byte range for GET. first..last inclusive; from(first) to the end; suffix(n): last n bytes.
 struct byte_range {
@@ -182,9 +192,25 @@ public:
     const client_config& config() const noexcept { return _cfg; }
     const endpoint& resolved_endpoint() const noexcept { return _ep; }
 
+    // S3 Express: CreateSession requests sent (first sessions and renewals).
+    std::uint64_t express_sessions_created() const noexcept { return _sessions_created; }
+
 private:
     struct attempt_spec;
     struct instruments;
+    struct express_session {
+        credentials creds; // the session's key id, secret and token
+        std::chrono::system_clock::time_point obtained, expires;
+    };
+    struct session_slot {
+        std::optional<express_session> session;
+        std::unique_ptr<runtime::semaphore> lock; // one CreateSession at a time per bucket
+    };
+    // The bucket's live session, created or renewed when missing or about to expire.
+    runtime::task<result<credentials, error>> session_for(std::string_view bucket, std::stop_token st);
+    runtime::task<result<express_session, error>> create_session(std::string_view bucket, std::stop_token st);
+    // Where requests for `bucket` go: the configured endpoint, or a directory bucket's zonal one.
+    const endpoint& endpoint_for(std::string_view bucket);
     client(client_config cfg, endpoint ep);
     runtime::task<result<http::response, error>> execute(op_kind kind, const attempt_spec& spec,
                                                          const request_options& opts, std::stop_token st);
@@ -195,6 +221,9 @@ private:
     backoff _backoff;
     client_stats _stats;
     std::unique_ptr<instruments> _m; // null when metrics were off at create()
+    std::map<std::string, session_slot, std::less<>> _sessions;
+    std::map<std::string, endpoint, std::less<>> _zonal;
+    std::uint64_t _sessions_created = 0;
 };
 
 } // namespace skiff::s3

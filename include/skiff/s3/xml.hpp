@@ -66,4 +66,17 @@ struct s3_error_body {
 // SignatureProvided) are deliberately not extracted.
 std::optional<s3_error_body> parse_error_body(std::string_view body);
 
+// S3 Express One Zone: a CreateSession answer's temporary credentials.
+struct session_credentials {
+    std::string access_key_id;
+    std::string secret_access_key;
+    std::string session_token;
+    std::string expiration; // ISO 8601 as sent, e.g. "2026-12-05T13:05:00Z"
+};
+
+// Parses <CreateSessionResult><Credentials>…</Credentials></CreateSessionResult>. Errors:
+// errc::bad_response (without quoting any secret) when it is not that document or a field is
+// missing or empty.
+result<session_credentials, error> parse_create_session(std::string_view body);
+
 } // namespace skiff::s3

@@ -91,6 +91,19 @@ TEST_CASE("s3 store: object store contract, whole bucket", "[storage][s3_store]"
     contract::check_object_store_contract([&srv] { return std::make_unique<s3_harness>(srv, "s3://test-bucket"); });
 }
 
+TEST_CASE("s3 store: object store contract on an S3 Express directory bucket", "[storage][s3_store][express]") {
+    // Every request goes through a session (CreateSession, then session-signed requests with
+    // x-amz-s3session-token); create-only PUTs are conditional writes there too.
+    skiff::test::fake_s3_options o;
+    o.buckets = {"seg--use1-az4--x-s3"};
+    o.express = skiff::test::fake_express_options{"AKIDTEST", "secret/for+tests", std::chrono::seconds(300)};
+    fake_s3 srv(o);
+    contract::check_object_store_contract(
+        [&srv] { return std::make_unique<s3_harness>(srv, "s3://seg--use1-az4--x-s3/p"); });
+    CHECK(srv.stats().sessions_created >= 1);
+    CHECK(srv.stats().auth_failures == 0);
+}
+
 // Moved from the s3 client's tests: storage, not the client, knows what its keys name.
 TEST_CASE("s3 store: metric_kind names segments and indexes by suffix", "[storage][s3_store]") {
     CHECK(s3_store::metric_kind("ns/t/0/segment-00000000000000000000.kfs") == "kfs");
