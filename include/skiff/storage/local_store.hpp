@@ -26,6 +26,12 @@
 // EIO, EACCES and other local failures → permanent with a sentence naming the path and the
 // cause; ENOMEM, EMFILE, EAGAIN → transient; a fired stop_token → cancelled.
 //
+// Large objects (segments) are written with O_DIRECT: the aligned bulk goes from a 4 KiB-aligned
+// copy of the body straight to the device, only the last partial block through the page cache.
+// Buffered writes cost the broker most of its CPU per GB produced (the kernel's copy into the
+// page cache, docs/benchmarks.md "CPU per GB"), and the data is fsynced anyway. A file system
+// without O_DIRECT (EINVAL at open or write) gets buffered writes from then on.
+//
 // A local_store belongs to one core: call it only on the reactor thread that runs it. Several
 // stores (or processes) may share a root; temporary names never collide.
 #pragma once
@@ -40,12 +46,20 @@
 
 namespace skiff::storage {
 
+struct local_store_options {
+    local_store_options() = default;
+    bool direct_writes = true;                   // O_DIRECT for bodies of at least direct_min_bytes
+    std::size_t direct_min_bytes = 64 * 1024;    // smaller ones (indexes, metadata) are buffered
+};
+
 class local_store final : public object_store {
 public:
     // Does no file I/O: the root directory is created (with its parents) by the first put.
     // Fails with errc::permanent when `root` is empty or when the kernel's io_uring lacks an
     // opcode the store needs (the message names it). A relative root is made absolute here.
-    static result<std::unique_ptr<local_store>, store_error> create(std::string root);
+    static result<std::unique_ptr<local_store>, store_error> create(std::string root, local_store_options opts = {});
+    // Puts whose bulk went through O_DIRECT (tests and the benchmark check which path ran).
+    std::uint64_t direct_puts() const noexcept { return _direct_puts; }
 
     runtime::task<result<void, store_error>> put(std::string key, std::span<const char> body, bool if_absent,
                                                  std::stop_token st) override;
@@ -64,7 +78,7 @@ public:
     std::string path_of(std::string_view key) const;
 
 private:
-    explicit local_store(std::string root);
+    local_store(std::string root, local_store_options opts);
     std::string temp_name(std::string_view final_name);
     runtime::task<result<void, store_error>> make_durable(std::string dir);
 
@@ -74,6 +88,8 @@ private:
     // Directories whose entry in their parent is known to be on disk (the parent was fsynced
     // after they were created), so later puts only fsync the object's own directory.
     std::unordered_set<std::string> _durable_dirs;
+    local_store_options _opts;
+    std::uint64_t _direct_puts = 0;
 };
 
 } // namespace skiff::storage

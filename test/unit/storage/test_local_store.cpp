@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -426,4 +427,62 @@ TEST_CASE("local store: a cancelled put never leaves a partial or a cancelled ob
     CHECK(counts.cancelled_mid_flight > 0);
     CHECK(counts.succeeded > 0);
     CHECK(temp_files(root).empty());
+}
+
+namespace {
+// Whether `dir`'s file system takes O_DIRECT (tmpfs before 6.6 does not).
+bool fs_has_direct_io(const std::string& dir) {
+    const std::string probe = dir + "/.direct-probe";
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return true;
+}
+} // namespace
+
+TEST_CASE("local store: large bodies go through O_DIRECT whole, whatever their length; small ones and opt-out do not",
+          "[storage][local_store]") {
+    temp_dir dir;
+    const bool direct_here = fs_has_direct_io(dir.path());
+    auto t = [](std::string root, bool direct_here) -> task<void> {
+        auto store = make_store(root);
+        local_store_options off;
+        off.direct_writes = false;
+        auto r = local_store::create(root + "-buffered", off);
+        REQUIRE(r.has_value());
+        auto buffered = std::move(*r);
+        // Lengths around the 4 KiB block: an exact multiple, a tail, and one just above the
+        // 64 KiB threshold; each byte differs so a misplaced tail would show.
+        const std::size_t sizes[] = {16 * 4096, 16 * 4096 + 1, 70000, 1 << 20, (1 << 20) + 4095};
+        std::uint64_t want_direct = 0;
+        for (std::size_t n : sizes) {
+            std::string body(n, '\0');
+            for (std::size_t i = 0; i < n; ++i) body[i] = static_cast<char>((i * 131 + n) % 251);
+            const std::string key = "ns/t/0/" + std::to_string(n) + ".kfs";
+            auto put = co_await store->put(key, bytes(body), true, {});
+            INFO(message(put));
+            REQUIRE(put.has_value());
+            ++want_direct;
+            auto got = co_await store->get(key, std::nullopt, {});
+            REQUIRE(got.has_value());
+            CHECK(got->data == body);
+            CHECK(read_file(store->path_of(key)) == body);
+            auto size = co_await store->size(key, {});
+            REQUIRE(size.has_value());
+            CHECK(*size == n);
+            auto bput = co_await buffered->put(key, bytes(body), true, {});
+            REQUIRE(bput.has_value());
+            CHECK(read_file(buffered->path_of(key)) == body);
+        }
+        // Small: always buffered.
+        std::string small(1000, 'i');
+        auto sput = co_await store->put("ns/t/0/small.index", bytes(small), true, {});
+        REQUIRE(sput.has_value());
+        CHECK(read_file(store->path_of("ns/t/0/small.index")) == small);
+        CHECK(store->direct_puts() == (direct_here ? want_direct : 0));
+        CHECK(buffered->direct_puts() == 0);
+        CHECK(temp_files(root).empty());
+    };
+    run_task(t(dir.path() + "/root", direct_here));
 }
