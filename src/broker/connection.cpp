@@ -66,9 +66,9 @@ std::string host_of(const sockaddr_storage& ss) {
     return buf;
 }
 
-runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, std::string frame) {
+runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, std::string frame, std::size_t at) {
     try {
-        auto reply = co_await handle_request(*c->sh, c->info, std::move(frame));
+        auto reply = co_await handle_request(*c->sh, c->info, std::move(frame), at);
         slot->bytes = std::move(reply);
     } catch (const std::exception& e) {
         // A handler bug must not take the broker down; the connection cannot continue
@@ -79,6 +79,9 @@ runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, st
     slot->done = true;
     c->progress.signal(1);
 }
+
+// Requests at least this large are handed over in the read buffer instead of copied out.
+constexpr std::size_t large_frame = 64 * 1024;
 
 runtime::task<void> reader(conn_state* c) {
     std::string buf;
@@ -102,17 +105,29 @@ runtime::task<void> reader(conn_state* c) {
                 auto slept = co_await runtime::sleep_until(until, st);
                 if (!slept) co_return;
             }
-            std::string frame(avail.data() + kafka::size_prefix_bytes, **size);
-            start += kafka::size_prefix_bytes + **size;
+            // A large request that ends the buffer takes the buffer itself (a produce of
+            // megabytes is then never copied here); small ones are copied out of it.
+            std::string frame;
+            std::size_t at = 0;
+            const std::size_t end = start + kafka::size_prefix_bytes + **size;
+            if (**size >= large_frame && end == buf.size()) {
+                at = start + kafka::size_prefix_bytes;
+                frame = std::move(buf);
+                buf = std::string();
+                start = 0;
+            } else {
+                frame.assign(avail.data() + kafka::size_prefix_bytes, **size);
+                start = end;
+            }
             auto unit = co_await c->inflight.acquire(1, st);
             if (!unit) co_return;
-            auto budget = co_await c->inflight_bytes.acquire(std::max<std::size_t>(frame.size(), 1), st);
+            auto budget = co_await c->inflight_bytes.acquire(std::max<std::size_t>(frame.size() - at, 1), st);
             if (!budget) co_return;
             auto slot = std::make_shared<pending>();
             slot->unit = std::move(*unit);
             slot->budget = std::move(*budget);
             c->queue.push_back(slot);
-            auto spawned = c->handlers.spawn(run_handler(c, slot, std::move(frame)));
+            auto spawned = c->handlers.spawn(run_handler(c, slot, std::move(frame), at));
             if (!spawned) {
                 slot->done = true;
                 slot->close_after = true;
@@ -122,11 +137,16 @@ runtime::task<void> reader(conn_state* c) {
             buf.erase(0, start);
             start = 0;
         }
-        // Read more: at least 64 KiB of room, more when a large frame is announced.
+        // Read more: at least 64 KiB of room, more when a large frame is announced. The rest of
+        // a large frame is read exactly, so that it ends the buffer (and moves, uncopied, to
+        // its handler) even when the client pipelines the next request behind it.
         std::size_t want = 64 * 1024;
         if (buf.size() - start >= kafka::size_prefix_bytes) {
             auto size = kafka::peek_frame_size(std::span<const char>(buf.data() + start, buf.size() - start), max_frame);
-            if (size && *size) want = std::max(want, kafka::size_prefix_bytes + **size - (buf.size() - start));
+            if (size && *size) {
+                const std::size_t rest = kafka::size_prefix_bytes + **size - (buf.size() - start);
+                want = **size >= large_frame ? rest : std::max(want, rest);
+            }
         }
         const std::size_t old = buf.size();
         buf.resize(old + want);

@@ -33,7 +33,10 @@ struct request_ctx {
 
 // Handles one request frame on this core; the framed response, or nullopt when none is sent
 // (acks=0). Throws connection_error when the connection must close.
-runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame);
+// The request starts `at` bytes into `frame` (the connection hands over its read buffer rather
+// than copying a large request out of it).
+runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame,
+                                                         std::size_t at = 0);
 
 // Handlers fill responses without regard to which fields the request's version has;
 // normalize() drops what that version cannot carry before encoding.

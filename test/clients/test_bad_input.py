@@ -413,6 +413,46 @@ def test_produce_corrupt_crc(t):
     b.stop()
 
 
+def test_pipelined_large_and_small_produces(t):
+    """Large requests are handed to their handler in the connection's read buffer (not copied);
+    pipelined large and small produces in one write, and large ones split over many writes, are
+    all answered in order with the right offsets, and the data reads back intact."""
+    b = serving_broker(t)
+    topic = t.topic("pipe")
+    create_topic(b, topic, 1)
+    lo, hi = api_versions(b)[API_PRODUCE]
+    v = max(x for x in range(3, 9) if lo <= x <= hi)
+    values = []
+    frames = []
+    for i in range(12):
+        size = [200_000, 50, 70_000, 65_536 - 100, 10][i % 5]
+        val = (f"v{i:03d}-".encode() * (size // 5 + 1))[:size]
+        values.append(val)
+        frames.append(produce_request(v, 100 + i, topic, 0, record_batch([(b"k", val)])))
+    with connect(b) as s:
+        blob = b"".join(frames)
+        # First half in one write; the second in odd-sized pieces that split frame headers too.
+        half = len(b"".join(frames[:6]))
+        s.sendall(blob[:half])
+        rest = blob[half:]
+        for at in range(0, len(rest), 7777):
+            s.sendall(rest[at:at + 7777])
+        for i in range(len(frames)):
+            resp = recv_response(s, timeout=30)
+            if resp is None:
+                raise AssertionError(f"pipelined produce #{i}: connection closed")
+            corr, parts = parse_produce_response(v, resp)
+            if corr != 100 + i or parts[0][2] != 0 or parts[0][3] != i:
+                raise AssertionError(f"pipelined produce #{i}: correlation {corr}, answer {parts[0]} "
+                                     f"(expected correlation {100 + i}, no error, base offset {i})")
+    out, _ = consume_partitions(b, topic, 1)
+    got = [m.value() for m in out[0]]
+    if got != values:
+        raise AssertionError(f"read back {len(got)} records; they differ from the {len(values)} produced")
+    assert_serves(t, b, "pipelined large and small produces")
+    b.stop()
+
+
 def test_api_versions_and_describe_cluster(t):
     """ApiVersions lists what is served (and nothing of transactions); DescribeCluster v0 (what
     Java's AdminClient.describeCluster() sends) names this broker, at the address connected to."""
@@ -453,4 +493,5 @@ def test_api_versions_and_describe_cluster(t):
 if __name__ == "__main__":
     broker.main([(test_oversized_frame, 120), (test_truncated_frames, 120), (test_garbage, 120),
                  (test_unknown_api_key, 120), (test_api_versions_unsupported_version, 120),
-                 (test_produce_corrupt_crc, 120), (test_api_versions_and_describe_cluster, 120)])
+                 (test_produce_corrupt_crc, 120), (test_pipelined_large_and_small_produces, 120),
+                 (test_api_versions_and_describe_cluster, 120)])

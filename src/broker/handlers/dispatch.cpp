@@ -108,8 +108,9 @@ std::int32_t charge_quota(const request_ctx& ctx, quota_kind k, std::size_t byte
 }
 } // namespace
 
-runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame) {
-    auto hdr = kafka::parse_request_header(frame);
+runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame,
+                                                         std::size_t at) {
+    auto hdr = kafka::parse_request_header(std::span<const char>(frame).subspan(at));
     if (!hdr) throw connection_error("malformed request header: " + hdr.error().message);
     const std::int16_t key = hdr->header.request_api_key;
     const std::int16_t version = hdr->header.request_api_version;
