@@ -286,6 +286,7 @@ result<validated_batch, produce_rejection> validate_produce(std::span<const char
     auto parsed = storage::parse_batch(std::span<const char>(out.owned.data(), out.owned.size()), false);
     if (!parsed) return failure{reject(error_code::corrupt_message, parsed.error().message)};
     out.view = *parsed;
+    out.view.crc_verified = true; // rebuild_batch / patch_header just computed it
     return out;
 }
 

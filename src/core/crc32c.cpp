@@ -78,4 +78,54 @@ std::uint32_t crc32c(const void* data, std::size_t len, std::uint32_t crc) noexc
     return crc32c_portable(data, len, crc);
 }
 
+// Combining, as zlib's crc32_combine does for its polynomial: appending len_b bytes to a
+// multiplies a's CRC register by x^(8·len_b) modulo the polynomial; b's CRC is added on top
+// (the pre- and post-conditioning of both cancel out). Bit-reflected arithmetic throughout.
+namespace {
+
+constexpr std::uint32_t poly_reflected = 0x82F63B78u;
+
+// a·b modulo the polynomial, both reflected.
+constexpr std::uint32_t mult_mod_p(std::uint32_t a, std::uint32_t b) noexcept {
+    std::uint32_t m = 1u << 31;
+    std::uint32_t p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = (b & 1) ? (b >> 1) ^ poly_reflected : b >> 1;
+    }
+    return p;
+}
+
+// x^(2^k) modulo the polynomial, k = 0..31.
+struct x2n_table {
+    std::uint32_t v[32];
+    constexpr x2n_table() : v{} {
+        std::uint32_t p = 1u << 30; // x^1
+        v[0] = p;
+        for (int n = 1; n < 32; ++n) v[n] = p = mult_mod_p(p, p);
+    }
+};
+constexpr x2n_table x2n{};
+
+// x^(n·2^k) modulo the polynomial.
+std::uint32_t x2n_mod_p(std::size_t n, unsigned k) noexcept {
+    std::uint32_t p = 1u << 31; // x^0
+    while (n) {
+        if (n & 1) p = mult_mod_p(x2n.v[k & 31], p);
+        n >>= 1;
+        ++k;
+    }
+    return p;
+}
+
+} // namespace
+
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::size_t len_b) noexcept {
+    return mult_mod_p(x2n_mod_p(len_b, 3), crc_a) ^ crc_b;
+}
+
 } // namespace skiff

@@ -111,6 +111,7 @@ parse_step parse_batch_prefix(std::span<const char> in, bool verify_crc, std::si
     v.base_sequence = be::read_i32(p + batch_field::base_sequence);
     v.record_count = be::read_i32(p + batch_field::record_count);
     v.bytes = in.first(full);
+    v.crc_verified = verify_crc;
     if (v.record_count < 0) {
         err = format_error(format_errc::invalid, fmt::format("negative record count {}", v.record_count));
         return parse_step::bad;

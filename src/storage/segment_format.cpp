@@ -272,7 +272,9 @@ segment_builder::segment_builder(std::int64_t base_offset, std::int32_t index_in
     _buf.assign(segment_header_size, '\0'); // written by finish()
 }
 
-result<std::int64_t, format_error> segment_builder::append(const batch_view& batch) { return append(batch.bytes); }
+result<std::int64_t, format_error> segment_builder::append(const batch_view& batch) {
+    return append(batch.bytes, batch.crc_verified ? std::optional<std::uint32_t>(batch.crc) : std::nullopt);
+}
 
 namespace {
 
@@ -327,7 +329,8 @@ result<void, format_error> segment_builder::can_append(std::span<const batch_vie
     return ok();
 }
 
-result<std::int64_t, format_error> segment_builder::append(std::span<const char> in) {
+result<std::int64_t, format_error> segment_builder::append(std::span<const char> in,
+                                                           std::optional<std::uint32_t> verified_crc) {
     auto plan = plan_append(in, _next, _count, _buf.size());
     if (!plan) return failure{std::move(plan).error()};
     const auto lod = plan->lod;
@@ -340,7 +343,15 @@ result<std::int64_t, format_error> segment_builder::append(std::span<const char>
     // The assigned offset goes into the copy, never into the caller's bytes.
     set_base_offset(std::span<char>(dst, in.size()), base);
     if (_leader_epoch) set_partition_leader_epoch(std::span<char>(dst, in.size()), *_leader_epoch);
-    _crc = crc32c(dst, in.size(), _crc);
+    // The body CRC. A batch whose own CRC is known good (it covers everything from its
+    // attributes on) adds only its first bytes to the running CRC and combines the rest from
+    // that CRC: the produce path then reads each byte for a CRC once, not twice.
+    if (verified_crc && in.size() > batch_field::attributes) {
+        _crc = crc32c(dst, batch_field::attributes, _crc);
+        _crc = crc32c_combine(_crc, *verified_crc, in.size() - batch_field::attributes);
+    } else {
+        _crc = crc32c(dst, in.size(), _crc);
+    }
     _count += records;
     ++_batches;
     _last = base + lod;

@@ -17,6 +17,9 @@ inline std::uint32_t crc32c(std::string_view s, std::uint32_t crc = 0) noexcept 
     return crc32c(s.data(), s.size(), crc);
 }
 
+// The CRC of a + b from crc32c(a), crc32c(b) and b's length, without reading b: O(log len_b).
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::size_t len_b) noexcept;
+
 // The portable path alone, so tests can compare it with the hardware path.
 std::uint32_t crc32c_portable(const void* data, std::size_t len, std::uint32_t crc = 0) noexcept;
 

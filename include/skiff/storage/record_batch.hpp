@@ -113,6 +113,10 @@ struct batch_view {
     std::int32_t base_sequence = 0;
     std::int32_t record_count = 0;
     std::span<const char> bytes;
+    // `crc` is known to be the CRC of the bytes it covers (parsed with verify_crc, or written
+    // by whoever built the batch): a segment builder may then reuse it instead of reading the
+    // batch again (segment_builder::append).
+    bool crc_verified = false;
 
     compression_codec compression() const noexcept {
         return static_cast<compression_codec>(attributes & attr_compression_mask);

@@ -174,7 +174,10 @@ public:
     // past INT64_MAX (too_large). On too_large the caller finishes this segment and starts a
     // new one.
     result<std::int64_t, format_error> append(const batch_view& batch);
-    result<std::int64_t, format_error> append(std::span<const char> batch_bytes);
+    // `verified_crc`: the batch's CRC field, known to match its bytes (batch_view::crc_verified);
+    // the body CRC is then combined from it instead of computed over the batch again.
+    result<std::int64_t, format_error> append(std::span<const char> batch_bytes,
+                                              std::optional<std::uint32_t> verified_crc = std::nullopt);
 
     // Whether ALL of `batches` would append, without appending anything: a produce request's
     // batches are accepted whole or not at all, so check first, then append each (which then

@@ -43,3 +43,19 @@ TEST_CASE("base64 round trips and rejects garbage", "[core][base64]") {
     std::string bin("\x00\xff\x10\x80", 4);
     CHECK(base64_decode(base64_encode(bin)) == bin);
 }
+
+TEST_CASE("crc32c_combine gives the CRC of the concatenation without reading the second part", "[core][crc32c]") {
+    std::string data;
+    for (int i = 0; i < 5000; ++i) data.push_back(static_cast<char>((i * 7919 + 13) % 256));
+    for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{21}, std::size_t{61}, std::size_t{4095},
+                              std::size_t{4999}, std::size_t{5000}}) {
+        const std::string_view a(data.data(), split), b(data.data() + split, data.size() - split);
+        INFO("split at " << split);
+        CHECK(crc32c_combine(crc32c(a), crc32c(b), b.size()) == crc32c(std::string_view(data)));
+        // Continuing a running CRC the same way.
+        const auto head = crc32c(std::string_view(data.data(), 7));
+        const auto running = crc32c(a, head);
+        CHECK(crc32c_combine(running, crc32c(b), b.size()) == crc32c(std::string_view(data), head));
+    }
+    CHECK(crc32c_combine(0xE3069283u, 0, 0) == 0xE3069283u);
+}
