@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <deque>
 
 namespace skiff::broker {
@@ -43,8 +44,8 @@ struct conn_state {
     std::deque<std::shared_ptr<pending>> queue;
     runtime::semaphore progress{0, "conn-progress"};
     runtime::semaphore inflight{64, "conn-inflight"};
-    // Request bytes read but not answered: one connection holds at most one maximum frame
-    // (plus its read buffer), however many small requests it pipelines.
+    // Request bytes read but not answered (broker_config::max_inflight_request_bytes), however
+    // many requests it pipelines; a larger request waits until the connection has none pending.
     runtime::semaphore inflight_bytes{64u << 20, "conn-inflight-bytes"};
     runtime::gate handlers{"conn-handlers"};
     std::stop_source stop; // ends the reader: peer gone, write failure, protocol error, shutdown
@@ -121,7 +122,8 @@ runtime::task<void> reader(conn_state* c) {
             }
             auto unit = co_await c->inflight.acquire(1, st);
             if (!unit) co_return;
-            auto budget = co_await c->inflight_bytes.acquire(std::max<std::size_t>(frame.size() - at, 1), st);
+            const std::size_t need = std::min(std::max<std::size_t>(frame.size() - at, 1), c->inflight_bytes.capacity());
+            auto budget = co_await c->inflight_bytes.acquire(need, st);
             if (!budget) co_return;
             auto slot = std::make_shared<pending>();
             slot->unit = std::move(*unit);
@@ -210,7 +212,7 @@ runtime::task<void> read_then_mark(conn_state* c) {
 } // namespace
 
 runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream) {
-    conn_state c(sh.cfg().max_inflight_requests, sh.cfg().max_frame_bytes);
+    conn_state c(sh.cfg().max_inflight_requests, std::max<std::size_t>(sh.cfg().max_inflight_request_bytes, 1));
     c.sh = &sh;
     c.stream = std::move(stream);
     {

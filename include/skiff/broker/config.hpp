@@ -53,6 +53,11 @@ struct broker_config {
     std::int32_t default_partitions = 1;
     std::size_t max_frame_bytes = 64u << 20;    // larger request frames close the connection
     std::size_t max_inflight_requests = 64;     // per connection: read ahead, answer in order
+    // Per connection: bytes of requests read ahead and not yet answered. A request larger than
+    // this is read once nothing else of the connection is pending. Together with admission
+    // (max_buffered_bytes) it bounds what a producer held back by a slow store makes the
+    // broker keep (docs/quotas.md).
+    std::size_t max_inflight_request_bytes = std::size_t{16} << 20;
     // Kafka's message.max.bytes: the largest batch (12 + batchLength, as stored) a topic takes
     // unless its own max.message.bytes says otherwise.
     std::int64_t message_max_bytes = 1048588;

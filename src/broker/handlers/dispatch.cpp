@@ -131,6 +131,10 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     switch (static_cast<api_key>(key)) {
     case api_key::produce: {
         auto req = decode_body<kafka::ProduceRequest>(body, version);
+        // The request now holds its own copy of the records: the frame's memory goes back
+        // before the produce may wait for room (admission), so a waiting produce holds its
+        // bytes once. Nothing below reads `hdr` or `body` again.
+        std::string().swap(frame);
         const bool no_response = req.acks == 0;
         std::size_t bytes = 0;
         for (const auto& td : req.topic_data) {
