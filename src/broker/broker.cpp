@@ -79,6 +79,8 @@ result<void, std::string> open_store(shard& sh) {
     {
         const std::size_t share = std::max<std::size_t>(cfg.max_buffered_bytes / std::max(1u, sh.shared->cores), 1);
         sh.produce_memory = std::make_shared<runtime::semaphore>(share, "core-produce-memory");
+        sh.cache_budget = std::make_shared<storage::cache_budget>(
+            std::max<std::size_t>(cfg.max_cache_bytes / std::max(1u, sh.shared->cores), 1));
     }
     if (sh.shared->quotas) sh.quota.emplace(*sh.shared->quotas);
     sh.put_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
@@ -124,6 +126,16 @@ void register_metrics(shard& sh) {
     sh.admission_throttled = reg.counter("skiff_produce_admission_throttled_total",
                                          "Produce answers that waited for room because the store was behind.");
     shard* p = &sh;
+    sh.registrations.push_back(reg.gauge_fn("skiff_cache_budget_bytes",
+                                            "Bytes of committed segments cached on this core, against its share of "
+                                            "--max-cache-bytes.",
+                                            {}, [p] {
+                                                return static_cast<std::int64_t>(
+                                                    p->cache_budget ? p->cache_budget->used() : 0);
+                                            }));
+    sh.registrations.push_back(reg.counter_fn("skiff_cache_budget_evictions_total",
+                                              "Cached segments dropped because the core's cache budget was full.", {},
+                                              [p] { return p->cache_budget ? p->cache_budget->evictions() : 0; }));
     sh.registrations.push_back(reg.gauge_fn("skiff_produce_buffered_bytes",
                                             "Produced bytes held until stored, across this core's partitions.", {},
                                             [p] {

@@ -41,6 +41,7 @@ namespace {
 storage::log_config log_config_for(const shard& sh, const cluster::claim* claim) {
     storage::log_config c = sh.cfg().log;
     c.shared_memory = sh.produce_memory;
+    c.shared_cache = sh.cache_budget;
     if (claim) {
         // docs/cluster.md, "Fencing": batches carry the owner's epoch; after an unclean
         // takeover the offsets continue past a gap the deposed owner's late uploads cannot cross.

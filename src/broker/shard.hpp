@@ -19,6 +19,7 @@
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/s3/client.hpp>
+#include <skiff/storage/cache_budget.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
@@ -96,6 +97,8 @@ struct shard {
     // This core's share of broker_config::max_buffered_bytes, held by every log of the core
     // (log_config::shared_memory) until the bytes are stored.
     std::shared_ptr<runtime::semaphore> produce_memory;
+    // This core's share of broker_config::max_cache_bytes (log_config::shared_cache).
+    std::shared_ptr<storage::cache_budget> cache_budget;
     // Client quotas: this core's view of the broker's meter (set when quotas are configured).
     std::optional<quota_cache> quota;
     std::shared_ptr<const catalog> cat = std::make_shared<catalog>();

@@ -90,6 +90,8 @@ const flag flags[] = {
      [](const cfg_t& c) { return std::to_string(c.max_buffered_bytes); }},
     {"max-partition-buffered-bytes", kind::number, "N", "the same bound for one partition",
      [](const cfg_t& c) { return std::to_string(c.log.max_pending_bytes); }},
+    {"max-cache-bytes", kind::number, "N", "committed segments kept in memory for readers, for the whole broker",
+     [](const cfg_t& c) { return std::to_string(c.max_cache_bytes); }},
     {"quota-produce-bytes-per-second", kind::number, "N",
      "produce quota of every client id without its own (0: none; docs/quotas.md)",
      [](const cfg_t& c) { return fmt::format("{}", c.quotas.defaults.produce_bytes_per_second); }},
@@ -300,6 +302,8 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("max-buffered-bytes")) cfg.max_buffered_bytes = static_cast<std::size_t>(n);
     if (auto e = number(s, "max-partition-buffered-bytes", 1 << 16, std::int64_t{1} << 40, n)) return failure{*e};
     if (s.values.count("max-partition-buffered-bytes")) cfg.log.max_pending_bytes = static_cast<std::size_t>(n);
+    if (auto e = number(s, "max-cache-bytes", 1 << 20, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.values.count("max-cache-bytes")) cfg.max_cache_bytes = static_cast<std::size_t>(n);
     if (auto e = number(s, "quota-produce-bytes-per-second", 0, std::int64_t{1} << 40, n)) return failure{*e};
     if (s.values.count("quota-produce-bytes-per-second")) {
         cfg.quotas.defaults.produce_bytes_per_second = static_cast<double>(n);

@@ -60,20 +60,51 @@ void segment_cache::set_index(std::int64_t base, std::shared_ptr<const std::stri
     it->second.index = std::move(index);
 }
 
+segment_cache::~segment_cache() {
+    if (_cfg.shared_cache) {
+        for (auto& [base, h] : _shared) _cfg.shared_cache->erase(h);
+    }
+}
+
+void segment_cache::drop_bytes(std::int64_t base) {
+    if (auto pos = std::find(_lru.begin(), _lru.end(), base); pos != _lru.end()) _lru.erase(pos);
+    auto it = _segments.find(base);
+    if (it != _segments.end() && it->second.bytes) {
+        _used -= it->second.bytes->size();
+        _cache_g.add(-static_cast<std::int64_t>(it->second.bytes->size()));
+        _m.cache_evictions.inc();
+        it->second.bytes.reset();
+    }
+}
+
+void segment_cache::on_shared_evict(void* self, std::int64_t base) {
+    auto* c = static_cast<segment_cache*>(self);
+    c->_shared.erase(base); // the budget already forgot it
+    c->drop_bytes(base);
+}
+
 void segment_cache::cache_insert(std::int64_t base, std::size_t size) {
     _lru.push_back(base);
     _used += size;
     _cache_g.add(static_cast<std::int64_t>(size));
+    // This log's own limit first ...
     while (_used > _cfg.cache_bytes && _lru.size() > 1) {
-        auto victim = _lru.front();
-        _lru.pop_front();
-        auto it = _segments.find(victim);
-        if (it != _segments.end() && it->second.bytes) {
-            _used -= it->second.bytes->size();
-            _cache_g.add(-static_cast<std::int64_t>(it->second.bytes->size()));
-            _m.cache_evictions.inc();
-            it->second.bytes.reset();
+        const auto victim = _lru.front();
+        if (auto h = _shared.find(victim); h != _shared.end()) {
+            _cfg.shared_cache->erase(h->second);
+            _shared.erase(h);
         }
+        drop_bytes(victim);
+    }
+    // ... then the core's: which may drop the oldest segment of any log, this one's included.
+    if (_cfg.shared_cache) {
+        if (auto old = _shared.find(base); old != _shared.end()) {
+            _cfg.shared_cache->erase(old->second);
+            _shared.erase(old);
+        }
+        // Inserting may evict this log's own older entries (on_shared_evict edits _shared).
+        auto h = _cfg.shared_cache->insert(this, &segment_cache::on_shared_evict, base, size);
+        _shared.emplace(base, h);
     }
 }
 

@@ -11,6 +11,8 @@
 // Private to src/storage. One core, like the log that owns it.
 #pragma once
 
+#include <skiff/storage/cache_budget.hpp>
+
 #include "log_instruments.hpp"
 
 #include <skiff/core/result.hpp>
@@ -61,6 +63,7 @@ public:
                   runtime::gate& gate, log_instruments& m, log_stats& stats);
     segment_cache(const segment_cache&) = delete;
     segment_cache& operator=(const segment_cache&) = delete;
+    ~segment_cache();
 
     // The segments restore found (none of their bytes are in memory).
     void adopt(segment_map restored) { _segments = std::move(restored); }
@@ -95,6 +98,9 @@ private:
     runtime::task<fetched> fetch(std::int64_t base, std::uint64_t pos, bool whole, std::stop_token st);
     runtime::task<void> prefetch(std::int64_t base);
     void cache_insert(std::int64_t base, std::size_t size);
+    // Drops the cached bytes of `base` (the entry stays: it is fetched again when read).
+    void drop_bytes(std::int64_t base);
+    static void on_shared_evict(void* self, std::int64_t base);
 
     object_store& _store;
     io_budget& _budget;
@@ -108,6 +114,8 @@ private:
     segment_map _segments;
     std::deque<std::int64_t> _lru; // bases whose bytes are cached, oldest first
     std::size_t _used = 0;
+    // Entries counted in the core's shared budget (log_config::shared_cache), by base.
+    std::map<std::int64_t, cache_budget::handle> _shared;
     // One request in flight per object range (segment, position); the others wait on it.
     std::map<std::pair<std::int64_t, std::uint64_t>, std::shared_ptr<runtime::oneshot<fetched>>> _fetches;
     gauge_share _cache_g;

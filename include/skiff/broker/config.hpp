@@ -47,6 +47,9 @@ struct broker_config {
     // its timeout, and is told how long it waited in throttle_time_ms. Per partition, the
     // bound is log.max_pending_bytes.
     std::size_t max_buffered_bytes = std::size_t{1} << 30;
+    // Committed segments kept in memory for readers, across every partition of the broker (each
+    // core takes an equal share; oldest evicted first). Per partition: log.cache_bytes.
+    std::size_t max_cache_bytes = std::size_t{512} << 20;
     // Client quotas (docs/quotas.md): produce and fetch bytes per second per client id.
     quota_config quotas;
     bool auto_create_topics = true;

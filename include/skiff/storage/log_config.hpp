@@ -19,6 +19,8 @@ class semaphore;
 
 namespace skiff::storage {
 
+class cache_budget;
+
 enum class upload_mode : std::uint8_t { parallel, sequential };
 
 struct log_config {
@@ -64,6 +66,9 @@ struct log_config {
     // were waiting fail (they were never acknowledged).
     std::chrono::milliseconds close_timeout{30000};
     std::size_t cache_bytes = 32 << 20;        // committed segments kept for readers
+    // The same, across every log sharing it (the broker: one per core; cache_budget.hpp).
+    // Null: only cache_bytes bounds this log's cache.
+    std::shared_ptr<cache_budget> shared_cache;
     std::function<std::int64_t()> wall_ms;     // segment created-time; null: system clock
 };
 

@@ -8,6 +8,7 @@
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/cache_budget.hpp>
 #include <skiff/storage/memory_store.hpp>
 #include <skiff/storage/partition_log.hpp>
 #include <skiff/storage/record_batch.hpp>
@@ -624,4 +625,47 @@ TEST_CASE("close flushes what is buffered (graceful drain)", "[storage][log]") {
     };
     run_task(t(bucket));
     CHECK(bucket->objects.count(segment_key("default", pid, 0)) == 1);
+}
+
+TEST_CASE("a cache budget shared by logs evicts the oldest segment of any of them; evicted ones are fetched again",
+          "[storage][log][cache]") {
+    auto t = []() -> task<void> {
+        memory_store store;
+        io_budget budget(8, nullptr);
+        auto cfg = test_config();
+        auto one = batch_of(0, 20);
+        // Room for one committed segment (each holds one set), not two.
+        cfg.shared_cache = std::make_shared<cache_budget>(one.size() + one.size() / 2 + 200);
+        auto a = co_await open_log(store, budget, partition_id("orders", 1), cfg);
+        auto b = co_await open_log(store, budget, partition_id("orders", 2), cfg);
+        const std::span<const char> set(one.data(), one.size());
+        auto ra = co_await a->append(set, ack_mode::durable);
+        REQUIRE(ra.has_value());
+        CHECK(cfg.shared_cache->entries() == 1);
+        const auto gets_before = store.stats().gets;
+        auto read_a = co_await a->read(0, 1 << 20);
+        REQUIRE(read_a.has_value());
+        CHECK(store.stats().gets == gets_before); // a's segment is cached
+        // b's commit pushes a's segment out of the shared budget.
+        auto rb = co_await b->append(set, ack_mode::durable);
+        REQUIRE(rb.has_value());
+        CHECK(cfg.shared_cache->entries() == 1);
+        CHECK(cfg.shared_cache->evictions() == 1);
+        CHECK(cfg.shared_cache->used() <= cfg.shared_cache->limit());
+        auto read_b = co_await b->read(0, 1 << 20);
+        REQUIRE(read_b.has_value());
+        CHECK(store.stats().gets == gets_before); // b's is the cached one now
+        auto again = co_await a->read(0, 1 << 20);
+        REQUIRE(again.has_value());
+        CHECK(again->records == read_a->records);
+        CHECK(store.stats().gets > gets_before); // a's was fetched from the store again
+        co_await a->close();
+        co_await b->close();
+        a.reset();
+        b.reset();
+        // Closed logs leave nothing counted in the budget.
+        CHECK(cfg.shared_cache->entries() == 0);
+        CHECK(cfg.shared_cache->used() == 0);
+    };
+    run_task(t());
 }
