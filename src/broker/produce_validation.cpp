@@ -175,6 +175,7 @@ result<validated_batch, produce_rejection> validate_produce(std::span<const char
     {
         auto crc = storage::parse_batch(record_set, true);
         if (!crc) return failure{reject(error_code::corrupt_message, crc.error().message)};
+        first->crc_verified = true; // the segment builder reuses it (segment_builder::append)
     }
     if (v.compression() > storage::compression_codec::zstd) {
         return failure{reject(error_code::corrupt_message,
