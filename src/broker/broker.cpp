@@ -83,9 +83,13 @@ result<void, std::string> open_store(shard& sh) {
             std::max<std::size_t>(cfg.max_cache_bytes / std::max(1u, sh.shared->cores), 1));
     }
     if (sh.shared->quotas) sh.quota.emplace(*sh.shared->quotas);
-    sh.put_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
-    sh.get_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
-    sh.budget->set_hedges(sh.put_hedge.get(), sh.get_hedge.get());
+    // Hedging is for S3's latency tail. On the local store a second write of the same file
+    // would only double the disk's work: a slow fsync is not faster the second time.
+    if (!cfg.s3_bucket.empty()) {
+        sh.put_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
+        sh.get_hedge = std::make_unique<storage::hedge_policy>(cfg.hedge);
+        sh.budget->set_hedges(sh.put_hedge.get(), sh.get_hedge.get());
+    }
     // SlowDown halves the budget at the request that got it (docs/retries.md).
     sh.budget->listen_to(*sh.store);
     sh.groups = std::make_unique<group_coordinator>(*sh.store, group_config_for(cfg));
