@@ -26,6 +26,7 @@ from confluent_kafka import Producer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_ab import Broker  # noqa: E402  (one copy of the broker runner)
+from bench_flush import pct  # noqa: E402
 
 
 def proxy(query):
@@ -38,11 +39,6 @@ def counter(broker, name):
     doc = json.loads(urllib.request.urlopen(broker.http + "/metrics", timeout=10).read())
     fam = doc["counters"].get(name)
     return sum(float(s["value"]) for s in fam["series"]) if fam else 0.0
-
-
-def pct(v, p):
-    s = sorted(v)
-    return s[min(len(s) - 1, int(p * (len(s) - 1) + 0.5))]
 
 
 def main():

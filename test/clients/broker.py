@@ -56,6 +56,20 @@ def wait_until(pred, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
+def start_fault_proxy(t, delay_ms):
+    """Starts ../shared/tools/s3-fault-proxy in front of the S3 test server (S3_ENDPOINT, set by
+    with-s3.sh) holding every answer for delay_ms; stopped with the test. Returns its URL."""
+    pf = os.path.join(t.workdir, f"proxy-{time.monotonic_ns()}.port")
+    shared = os.environ.get("SKIFF_SHARED_DIR", os.path.join(os.path.dirname(__file__), "../../../shared"))
+    p = subprocess.Popen([os.path.join(shared, "tools/s3-fault-proxy"), "--listen", "127.0.0.1:0",
+                          "--port-file", pf, "--upstream", os.environ["S3_ENDPOINT"].split("//")[1],
+                          "--delay-ms", str(delay_ms)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t.cleanups.append(lambda: (p.kill(), p.wait()))
+    wait_until(lambda: os.path.exists(pf) and open(pf).read().strip(), 10, "the fault proxy")
+    return "http://127.0.0.1:" + open(pf).read().strip()
+
+
 class BrokerError(AssertionError):
     pass
 

@@ -11,7 +11,6 @@ counts the PUTs there; on the local store it counts them in the broker's metrics
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -26,18 +25,6 @@ PARTITIONS = 16
 PRODUCERS = 32
 SECONDS = 6
 BUDGET = 60  # PUTs per second, the whole broker
-
-
-def start_proxy(t, delay_ms):
-    pf = os.path.join(t.workdir, f"proxy-{time.monotonic_ns()}.port")
-    shared = os.environ.get("SKIFF_SHARED_DIR", os.path.join(os.path.dirname(__file__), "../../../shared"))
-    p = subprocess.Popen([os.path.join(shared, "tools/s3-fault-proxy"), "--listen", "127.0.0.1:0",
-                          "--port-file", pf, "--upstream", os.environ["S3_ENDPOINT"].split("//")[1],
-                          "--delay-ms", str(delay_ms)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t.cleanups.append(lambda: (p.kill(), p.wait()))
-    broker.wait_until(lambda: os.path.exists(pf) and open(pf).read().strip(), 10, "the fault proxy")
-    return "http://127.0.0.1:" + open(pf).read().strip()
 
 
 def http_json(url, method="GET"):
@@ -139,7 +126,7 @@ def test_request_budget(t):
     answers every producer; segments grow instead (compared with no budget, same load)."""
     s3_endpoint, proxy = None, None
     if t.store == "s3":
-        s3_endpoint = start_proxy(t, 5)
+        s3_endpoint = broker.start_fault_proxy(t, 5)
         proxy = s3_endpoint
     free_rate, free_p50, free_n, free_per_msg = phase(t, "unlimited", [], s3_endpoint, proxy)
     rate, p50, n, per_msg = phase(t, "budget", ["--max-puts-per-second", str(BUDGET)], s3_endpoint, proxy)

@@ -12,7 +12,6 @@
 """
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -122,20 +121,8 @@ def test_fetch_quota(t):
         raise AssertionError("skiff_quota_throttled_total{kind=fetch} did not count the throttles")
 
 
-def start_proxy(t, delay_ms):
-    pf = os.path.join(t.workdir, f"proxy-{time.monotonic_ns()}.port")
-    shared = os.environ.get("SKIFF_SHARED_DIR", os.path.join(os.path.dirname(__file__), "../../../shared"))
-    p = subprocess.Popen([os.path.join(shared, "tools/s3-fault-proxy"), "--listen", "127.0.0.1:0",
-                          "--port-file", pf, "--upstream", os.environ["S3_ENDPOINT"].split("//")[1],
-                          "--delay-ms", str(delay_ms)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t.cleanups.append(lambda: (p.kill(), p.wait()))
-    broker.wait_until(lambda: os.path.exists(pf) and open(pf).read().strip(), 10, "the fault proxy")
-    return "http://127.0.0.1:" + open(pf).read().strip()
-
-
 def test_admission_under_slow_store(t):
-    proxy = start_proxy(t, 400)
+    proxy = broker.start_fault_proxy(t, 400)
     b = t.broker(extra_args=["--max-partition-buffered-bytes", "65536"], s3_endpoint=proxy)
     topic = t.topic("adm")
     create_topic(b, topic, 1)
