@@ -12,6 +12,7 @@
 Run through tools/bench-ab.sh, which starts the S3 server and the proxy (latency needs them).
 """
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 from confluent_kafka import Producer
 
@@ -35,6 +37,20 @@ def cpu_seconds(pid):
         # The command name may hold spaces; the fields after it are fixed.
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / CLK_TCK  # utime, stime
+
+
+def proxy(query):
+    """Talks to the s3-fault-proxy of with-s3.sh: "stats" (GET), or "config?...", "reset" (POST)."""
+    url = os.environ["S3_PROXY_ENDPOINT"] + "/__proxy/" + query
+    method = "GET" if query == "stats" else "POST"
+    return urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10).read()
+
+
+def metric_sum(broker, section, name):
+    """The sum over series of one family of the broker's /metrics ("counters", "gauges")."""
+    doc = json.loads(urllib.request.urlopen(broker.http + "/metrics", timeout=10).read())
+    fam = doc[section].get(name)
+    return sum(float(s["value"]) for s in fam["series"]) if fam else 0.0
 
 
 class Broker:

@@ -20,25 +20,12 @@ import os
 import sys
 import tempfile
 import time
-import urllib.request
 
 from confluent_kafka import Producer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ab import Broker  # noqa: E402  (one copy of the broker runner)
+from bench_ab import Broker, metric_sum, proxy  # noqa: E402  (one copy of the broker runner)
 from bench_flush import pct  # noqa: E402
-
-
-def proxy(query):
-    url = os.environ["S3_PROXY_ENDPOINT"] + "/__proxy/" + query
-    method = "GET" if query == "stats" else "POST"
-    return urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10).read()
-
-
-def counter(broker, name):
-    doc = json.loads(urllib.request.urlopen(broker.http + "/metrics", timeout=10).read())
-    fam = doc["counters"].get(name)
-    return sum(float(s["value"]) for s in fam["series"]) if fam else 0.0
 
 
 def main():
@@ -84,8 +71,8 @@ def main():
         # Warm-up without stalls: the hedged broker learns the request time's p99.
         for i in range(2 * args.warmup):
             send(("hedged", "unhedged")[i % 2])
-        base = {n: (counter(b, "skiff_store_hedges_total"), counter(b, "skiff_flush_puts_total"))
-                for n, b in brokers.items()}
+        base = {n: (metric_sum(b, "counters", "skiff_store_hedges_total"),
+                    metric_sum(b, "counters", "skiff_flush_puts_total")) for n, b in brokers.items()}
         proxy("reset")
         proxy(f"config?fail-rate={args.stall_rate}&fail-mode=timeout&hang-s={args.hang_s}&fail-match=.")
         lat = {"hedged": [], "unhedged": []}
@@ -100,8 +87,8 @@ def main():
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for name, v in lat.items():
             b = brokers[name]
-            hedges = counter(b, "skiff_store_hedges_total") - base[name][0]
-            puts = counter(b, "skiff_flush_puts_total") - base[name][1]
+            hedges = metric_sum(b, "counters", "skiff_store_hedges_total") - base[name][0]
+            puts = metric_sum(b, "counters", "skiff_flush_puts_total") - base[name][1]
             ratio = f"{hedges / puts:.3f}" if puts else "-"
             print(f"| {name} | {len(v)} | {pct(v, 0.5):.1f} | {pct(v, 0.99):.1f} | {max(v):.1f} | "
                   f"{pct(v, 0.5) / args.delay_ms:.2f} | {pct(v, 0.99) / args.delay_ms:.2f} | {ratio} |", flush=True)

@@ -17,24 +17,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_ab import Broker  # noqa: E402
-
-
-def proxy(query):
-    url = os.environ["S3_PROXY_ENDPOINT"] + "/__proxy/" + query
-    method = "GET" if query == "stats" else "POST"
-    return urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=10).read()
-
-
-def gauge(b, name):
-    doc = json.loads(urllib.request.urlopen(b.http + "/metrics", timeout=10).read())
-    fam = doc["gauges"].get(name)
-    return sum(float(s["value"]) for s in fam["series"]) if fam else 0.0
+from bench_ab import Broker, metric_sum, proxy  # noqa: E402
 
 
 def rss_mb(pid):
@@ -83,7 +70,7 @@ def phase(args, skiff, logdir, rate, run):
         while not stop.is_set():
             peak["rss"] = max(peak["rss"], rss_mb(b.proc.pid))
             try:
-                peak["buffered"] = max(peak["buffered"], gauge(b, "skiff_produce_buffered_bytes"))
+                peak["buffered"] = max(peak["buffered"], metric_sum(b, "gauges", "skiff_produce_buffered_bytes"))
             except Exception:
                 pass
             time.sleep(0.1)
@@ -161,7 +148,7 @@ def main():
     rows = [phase(args, args.skiff, logdir, float(r), run) for r in args.rates.split(",")]
     print(f"{args.producers} producers, acks=1, {args.size} B records, {args.seconds:g} s per rate, "
           f"{args.delay_ms} ms per S3 request, --max-buffered-bytes {args.max_buffered_mb} MiB; logs in {logdir}")
-    print("| SlowDown share of PUTs | S3 requests | SlowDowns | acked | MB/s | delivery errors | throttle callbacks "
+    print("| SlowDown share of requests | S3 requests | SlowDowns | acked | MB/s | delivery errors | throttle callbacks "
           "| peak RSS MB | peak buffered MB | acked records lost |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:

@@ -162,6 +162,9 @@ task<int> write_all(int fd, std::span<const char> body, std::stop_token st) {
 // through the page cache after O_DIRECT is cleared on the fd. 0 or -errno.
 constexpr std::size_t direct_align = 4096;
 
+// Writes through the page cache from now on; 0 or -errno.
+int clear_direct(int fd) { return ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT) < 0 ? -errno : 0; }
+
 task<int> write_direct(int fd, std::span<const char> body, std::stop_token st) {
     const std::size_t bulk = body.size() / direct_align * direct_align;
     if (bulk > 0) {
@@ -175,7 +178,7 @@ task<int> write_direct(int fd, std::span<const char> body, std::stop_token st) {
         if (!r) co_return res_of(r);
     }
     if (bulk == body.size()) co_return 0;
-    if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT) < 0) co_return -errno;
+    if (const int cleared = clear_direct(fd); cleared < 0) co_return cleared;
     auto r = co_await runtime::write_all_at(fd, body.subspan(bulk), bulk, st);
     co_return res_of(r);
 }
@@ -304,7 +307,7 @@ task<result<void, store_error>> local_store::put(std::string key, std::span<cons
             log::info("{}: O_DIRECT writes refused; writing through the page cache", describe());
             _opts.direct_writes = false;
             direct = false;
-            res = ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT) < 0 ? -errno : 0;
+            res = clear_direct(fd);
         } else if (res >= 0) {
             ++_direct_puts;
         }
