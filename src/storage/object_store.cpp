@@ -36,4 +36,13 @@ std::optional<store_error> check_key(std::string_view key) {
     return std::nullopt;
 }
 
+runtime::task<result<void, store_error>> object_store::remove_many(std::vector<std::string> keys,
+                                                                   std::stop_token st) {
+    for (auto& k : keys) {
+        auto r = co_await remove(k, st);
+        if (!r) co_return failure{std::move(r).error()};
+    }
+    co_return ok();
+}
+
 } // namespace skiff::storage

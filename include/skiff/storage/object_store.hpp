@@ -125,6 +125,12 @@ public:
     virtual runtime::task<result<std::uint64_t, store_error>> size(std::string key, std::stop_token st) = 0;
     // Removing a missing key succeeds.
     virtual runtime::task<result<void, store_error>> remove(std::string key, std::stop_token st) = 0;
+    // Removes every key of `keys` (a missing key succeeds), in as few requests as the backend
+    // allows: S3 sends DeleteObjects (multi-object delete) with up to 1000 keys per request; the
+    // default removes one key after the other. On failure the keys already removed stay
+    // removed and the error names a key that was not (the caller may simply call again with
+    // all of them). An empty `keys` succeeds without a request.
+    virtual runtime::task<result<void, store_error>> remove_many(std::vector<std::string> keys, std::stop_token st);
     // One page of keys starting with `prefix` (a string prefix, as in S3: "a/1" matches
     // "a/10/x"), in byte order, after `start_after` (exclusive) or continuing from `token`
     // (next_token of a previous page with the same prefix; opaque, backend-specific). At most
