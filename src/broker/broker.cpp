@@ -416,13 +416,11 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         co_await release_others(&shared);
         co_return;
     }
-    {
-        std::vector<runtime::task<void>> restores;
-        for (unsigned c = 0; c < shared.cores; ++c) {
-            shard* target = shared.shards[c];
-            restores.push_back(runtime::submit_to(c, [target, snap] { return apply_catalog(*target, snap); }));
-        }
-        co_await runtime::when_all(std::move(restores));
+    // Partitions restore in the background: the broker listens at once, and a partition
+    // answers LEADER_NOT_AVAILABLE (retriable) until it is restored.
+    for (unsigned c = 0; c < shared.cores; ++c) {
+        shard* target = shared.shards[c];
+        co_await runtime::submit_to(c, [target, snap] { return start_catalog(*target, snap); });
     }
 
     // The Kafka port, on every core.

@@ -38,8 +38,11 @@ unsigned group_owner(std::string_view group, unsigned cores) noexcept {
 }
 
 namespace {
-storage::log_config log_config_for(const shard& sh, const cluster::claim* claim) {
+storage::log_config log_config_for(const shard& sh, std::string_view topic, const cluster::claim* claim) {
     storage::log_config c = sh.cfg().log;
+    const auto& policy = policy_of(sh, topic);
+    c.retention_ms = policy.retention_ms;
+    c.retention_bytes = policy.retention_bytes;
     c.shared_memory = sh.produce_memory;
     c.shared_cache = sh.cache_budget;
     if (claim) {
@@ -102,7 +105,7 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
         auto sem = std::make_shared<runtime::semaphore>(0, "partition-open");
         sh.opening.emplace(key, sem);
         storage::partition_id id(topic, partition);
-        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, sh.cfg().ns, id, log_config_for(sh, claim));
+        auto opened = co_await storage::partition_log::open(*sh.store, *sh.budget, sh.cfg().ns, id, log_config_for(sh, topic, claim));
         sh.opening.erase(key);
         sem->broken(); // wakes every waiter; they look again
         if (!opened) {
@@ -151,6 +154,11 @@ kafka::error_code leader_epoch_error(const partition_slot& slot, std::int32_t cu
 
 runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int32_t partition) {
     owned_partition out;
+    if (auto key = std::pair{topic, partition}; sh.opening.count(key) || sh.pending_restore.count(key)) {
+        out.error = kerr::leader_not_available;
+        out.message = fmt::format("partition {}/{} is being restored", topic, partition);
+        co_return out;
+    }
     auto r = co_await local_partition(sh, std::move(topic), partition);
     if (!r) {
         // Shutting down or not (or no longer) the owner: the client refreshes its metadata.
@@ -168,8 +176,9 @@ runtime::task<owned_partition> find_owned(shard& sh, std::string topic, std::int
 
 namespace {
 runtime::task<void> open_quietly(shard* sh, std::string topic, std::int32_t p) {
-    auto r = co_await local_partition(*sh, std::move(topic), p);
+    auto r = co_await local_partition(*sh, topic, p);
     (void)r; // logged inside; requests retry the restore
+    sh->pending_restore.erase(std::pair{topic, p});
 }
 
 runtime::task<void> close_and_delete(shard* sh, std::unique_ptr<partition_slot> slot, std::string topic,
@@ -185,6 +194,8 @@ runtime::task<void> close_and_delete(shard* sh, std::unique_ptr<partition_slot> 
 topic_policy broker_policy(const broker_config& cfg) {
     topic_policy p;
     p.max_message_bytes = cfg.message_max_bytes;
+    p.retention_ms = cfg.retention_ms;
+    p.retention_bytes = cfg.retention_bytes;
     return p;
 }
 
@@ -219,6 +230,11 @@ void compute_policies(shard& sh, const catalog& snap) {
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
     sh.cat = snap;
     compute_policies(sh, *snap);
+    // AlterConfigs: retention changes reach the open logs at once.
+    for (auto& [key, slot] : sh.parts) {
+        const auto& policy = policy_of(sh, key.first);
+        slot->log->set_retention(policy.retention_ms, policy.retention_bytes);
+    }
     // Partitions whose topic is gone (or shrank, which Kafka never does): close, delete data.
     std::vector<runtime::task<void>> work;
     for (auto it = sh.parts.begin(); it != sh.parts.end();) {
@@ -244,6 +260,20 @@ runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap
         }
     }
     if (!work.empty()) co_await runtime::when_all(std::move(work));
+}
+
+runtime::task<void> start_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
+    sh.cat = snap;
+    compute_policies(sh, *snap);
+    for (auto& [name, t] : snap->topics) {
+        for (std::int32_t p = 0; p < t.partitions; ++p) {
+            if (partition_owner(name, p, sh.shared->cores) != sh.core) continue;
+            if (sh.cfg().clustered() && !claim_of(sh, name, p)) continue;
+            sh.pending_restore.emplace(name, p);
+        }
+    }
+    if (!sh.background.spawn(apply_catalog(sh, std::move(snap)))) sh.pending_restore.clear();
+    co_return;
 }
 
 runtime::task<void> install_catalog(shard& sh0, std::shared_ptr<const catalog> snap) {

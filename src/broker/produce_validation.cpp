@@ -110,6 +110,11 @@ result<topic_policy, std::string> make_topic_policy(const std::map<std::string, 
                 rest.remove_prefix(comma + 1);
             }
             p.compact = compact;
+        } else if (name == "retention.ms" || name == "retention.bytes") {
+            // Kafka's LONG, atLeast(-1): -1 keeps everything.
+            auto v = parse_long(value);
+            if (!v || *v < -1) return failure{bad_value(name, value, "expected -1 (unlimited) or a non-negative integer")};
+            (name == "retention.ms" ? p.retention_ms : p.retention_bytes) = *v;
         } else if (name == "message.timestamp.type") {
             if (value == "CreateTime") {
                 p.log_append_time = false;

@@ -37,6 +37,9 @@ struct topic_policy {
     // Not a Kafka config: the most a compressed batch may decompress to before it is refused
     // (MESSAGE_TOO_LARGE), so a small "decompression bomb" cannot exhaust the broker's memory.
     std::size_t max_uncompressed_bytes = 64u << 20;
+    // retention.ms / retention.bytes (-1: unlimited): read by the partition log's retention.
+    std::int64_t retention_ms = -1;
+    std::int64_t retention_bytes = -1;
 };
 
 // The policy from a topic's configs (only those set on it) over the broker-wide defaults.

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -115,6 +116,9 @@ struct shard {
     std::shared_ptr<const cluster::view> cview;
     // Opens in progress, so concurrent requests restore a partition once.
     std::map<std::pair<std::string, std::int32_t>, std::shared_ptr<runtime::semaphore>> opening;
+    // Partitions the start-up restore has yet to open (start_catalog): requests for them are
+    // answered LEADER_NOT_AVAILABLE instead of restoring them in line.
+    std::set<std::pair<std::string, std::int32_t>> pending_restore;
     std::unique_ptr<group_coordinator> groups;
     // Cluster mode: one coordinator per group slot this core serves (claimed like partitions);
     // `groups` is then a closed coordinator that answers COORDINATOR_NOT_AVAILABLE for groups
@@ -169,6 +173,10 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
 // Installs a catalog snapshot on this core: opens newly owned partitions, closes and deletes
 // the data of partitions whose topic is gone.
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap);
+// The same at start-up, without waiting for the restores: the catalog is installed at once
+// and the partitions restore in the background while the broker already listens (a request
+// for one still restoring gets LEADER_NOT_AVAILABLE; /ready says when all are done).
+runtime::task<void> start_catalog(shard& sh, std::shared_ptr<const catalog> snap);
 
 // Installs a catalog snapshot on every core (apply_catalog on each), from core 0.
 runtime::task<void> install_catalog(shard& sh0, std::shared_ptr<const catalog> snap);
@@ -195,7 +203,8 @@ runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(s
 runtime::task<void> drop_fenced(shard* sh, std::pair<std::string, std::int32_t> key, partition_slot* slot);
 
 // The owning core's partition, or the Kafka error a request for it gets: unknown partition,
-// or a restore that failed (retriable; NOT_LEADER while shutting down). Completes without
+// or a restore that failed or is still running (LEADER_NOT_AVAILABLE, retriable: a request
+// never waits behind a long restore; NOT_LEADER while shutting down). Completes without
 // suspending when the partition is open, which the produce ordering relies on (routing.hpp).
 struct owned_partition {
     partition_slot* slot = nullptr;

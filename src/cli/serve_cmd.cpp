@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <charconv>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -116,6 +117,18 @@ const flag flags[] = {
     {"message-max-bytes", kind::number, "N",
      "largest record batch a topic takes unless its max.message.bytes says otherwise",
      [](const cfg_t& c) { return std::to_string(c.message_max_bytes); }},
+    {"retention-ms", kind::number, "MS",
+     "what a topic without retention.ms keeps, by the records' time (-1: everything)",
+     [](const cfg_t& c) { return std::to_string(c.retention_ms); }},
+    {"retention-bytes", kind::number, "N",
+     "what a partition of a topic without retention.bytes keeps, in bytes (-1: everything)",
+     [](const cfg_t& c) { return std::to_string(c.retention_bytes); }},
+    {"file-delete-delay-ms", kind::number, "MS",
+     "objects of segments that left a log are deleted this long after (a fetch reading one finishes)",
+     [](const cfg_t& c) { return ms(c.log.delete_delay); }},
+    {"manifest-every-segments", kind::number, "N",
+     "a partition's manifest is rewritten after this many new segments (0: never)",
+     [](const cfg_t& c) { return std::to_string(c.log.manifest_every_segments); }},
     {"group-initial-rebalance-delay-ms", kind::number, "MS", "a new group waits this long for more members",
      [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
@@ -330,6 +343,17 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("max-frame-bytes")) cfg.max_frame_bytes = static_cast<std::size_t>(n);
     if (auto e = number(s, "message-max-bytes", 0, 2147483647, n)) return failure{*e};
     if (s.values.count("message-max-bytes")) cfg.message_max_bytes = n;
+    if (auto e = number(s, "retention-ms", -1, std::numeric_limits<std::int64_t>::max(), n)) return failure{*e};
+    if (s.values.count("retention-ms")) cfg.retention_ms = n;
+    if (auto e = number(s, "retention-bytes", -1, std::numeric_limits<std::int64_t>::max(), n)) return failure{*e};
+    if (s.values.count("retention-bytes")) cfg.retention_bytes = n;
+    if (auto e = number(s, "file-delete-delay-ms", 0, 86400000, n)) return failure{*e};
+    if (s.values.count("file-delete-delay-ms")) cfg.log.delete_delay = std::chrono::milliseconds(n);
+    if (auto e = number(s, "manifest-every-segments", 0, 1000000, n)) return failure{*e};
+    if (s.values.count("manifest-every-segments")) {
+        cfg.log.manifest_every_segments = static_cast<std::size_t>(n);
+        cfg.log.manifests = n > 0;
+    }
     if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};

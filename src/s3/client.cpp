@@ -10,9 +10,15 @@
 #include <skiff/s3/sigv4.hpp>
 #include <skiff/s3/xml.hpp>
 
+#include <skiff/core/crc32c.hpp>
+#include <skiff/core/printable.hpp>
+
+#include <array>
 #include <ctime>
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
+#include <pugixml.hpp>
 
 
 namespace skiff::s3 {
@@ -32,7 +38,7 @@ backoff_time_point to_backoff(runtime::time_point t) { return backoff_time_point
 
 // The `op` label: GETs of a range and of a whole object are separate series (a range GET of
 // a segment is a read from an index position; a whole GET fills the cache).
-enum class metric_op : std::uint8_t { put, get, get_range, head, del, list, count_ };
+enum class metric_op : std::uint8_t { put, get, get_range, head, del, list, del_many, count_ };
 constexpr std::size_t n_ops = static_cast<std::size_t>(metric_op::count_);
 constexpr std::size_t n_classes = 16; // indexed by errc value, as client_stats::errors_by_class
 
@@ -44,9 +50,123 @@ const char* op_label(metric_op o) noexcept {
     case metric_op::head: return "head";
     case metric_op::del: return "delete";
     case metric_op::list: return "list";
+    case metric_op::del_many: return "delete_many";
     case metric_op::count_: break;
     }
     return "other";
+}
+
+// --- DeleteObjects ---------------------------------------------------------------------------
+
+// Key text inside <Key>. Beyond the five markup characters, AWS asks for CR and LF as character
+// references: XML end-of-line handling would turn a literal CR (or CRLF) into LF and delete
+// another key (S3 user guide, "XML related object key constraints"). The other C0 controls
+// are written as references too; XML 1.0 does not allow them even so, and a strict server
+// refuses the request (such keys can still be deleted one by one with DELETE). Bytes >= 0x80
+// pass through: the document is UTF-8, and S3 keys are UTF-8.
+void append_xml_text(std::string& out, std::string_view s) {
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (ch) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&apos;"; break;
+        default:
+            if (c < 0x20) {
+                out += fmt::format("&#{};", c);
+            } else {
+                out += ch;
+            }
+        }
+    }
+}
+
+std::string delete_request_body(const std::vector<std::string>& keys) {
+    std::string body = "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>";
+    for (const auto& k : keys) {
+        body += "<Object><Key>";
+        append_xml_text(body, k);
+        body += "</Key></Object>";
+    }
+    body += "</Delete>";
+    return body;
+}
+
+// Content-MD5: base64 of the body's binary MD5 (RFC 1864). nullopt when this OpenSSL refuses
+// MD5 (FIPS mode).
+std::optional<std::string> content_md5(std::string_view body) {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int len = 0;
+    if (EVP_Digest(body.data(), body.size(), digest.data(), &len, EVP_md5(), nullptr) != 1 || len != 16) {
+        return std::nullopt;
+    }
+    return base64_encode(std::string_view(reinterpret_cast<const char*>(digest.data()), len));
+}
+
+// The class of one <Error> entry of a DeleteResult. The entry carries a code but no status,
+// so classify_http (which also reads the status) does not fit; only the codes S3 documents
+// for this operation are told apart, anything else will not pass by retrying unchanged.
+errc classify_delete_error(std::string_view code) {
+    if (code == "InternalError" || code == "SlowDown" || code == "ServiceUnavailable" ||
+        code == "OperationAborted" || code == "RequestTimeout") {
+        return errc::retryable;
+    }
+    if (code == "AccessDenied" || code == "AllAccessDisabled" || code == "AccountProblem") {
+        return errc::access_denied;
+    }
+    return errc::invalid_request;
+}
+
+// Parses a DeleteObjects answer that came with a 2xx status. Keys are not URL-encoded: the
+// request asks for no EncodingType.
+result<delete_objects_result, error> parse_delete_result(int status, std::string_view body,
+                                                        std::string_view bucket) {
+    if (body.size() > max_xml_document_size) {
+        return failure{make_error(errc::bad_response, fmt::format("DeleteObjects on '{}': answer of {} bytes is too large",
+                                                                  bucket, body.size()))};
+    }
+    pugi::xml_document doc;
+    // As the other parsers (xml.cpp): a whitespace-only key is a key.
+    const auto loaded = doc.load_buffer(body.data(), body.size(), pugi::parse_default | pugi::parse_ws_pcdata_single,
+                                        pugi::encoding_utf8);
+    const pugi::xml_node root = doc.document_element();
+    if (!loaded || !root) {
+        return failure{make_error(errc::bad_response, fmt::format("DeleteObjects on '{}': the answer is not XML", bucket))};
+    }
+    const std::string_view root_name = root.name();
+    if (root_name == "Error") {
+        // S3 may answer 200 and still fail the whole request (as CompleteMultipartUpload does).
+        auto e = classify_http(status, "POST", body, bucket);
+        e.message = fmt::format("DeleteObjects on '{}': {}", bucket, e.message);
+        return failure{std::move(e)};
+    }
+    if (root_name != "DeleteResult") {
+        return failure{make_error(errc::bad_response,
+                                  fmt::format("DeleteObjects on '{}': the answer's root is <{}>, expected <DeleteResult>",
+                                              bucket, printable(root_name, 64)))};
+    }
+    delete_objects_result out;
+    for (const pugi::xml_node entry : root.children("Error")) {
+        const pugi::xml_node key = entry.child("Key");
+        if (!key) {
+            return failure{make_error(errc::bad_response,
+                                      fmt::format("DeleteObjects on '{}': an <Error> entry names no key", bucket))};
+        }
+        delete_failure f;
+        f.key = key.child_value();
+        f.s3_code = printable(entry.child("Code").child_value(), 64);
+        // A missing key is deleted as far as S3's semantics go; a server that says otherwise
+        // per key agrees with delete_object's 404 handling.
+        if (f.s3_code == "NoSuchKey") continue;
+        f.code = classify_delete_error(f.s3_code);
+        f.message = fmt::format("S3 did not delete '{}' ({}): {}", printable(f.key, 1024),
+                                f.s3_code.empty() ? std::string("no code") : f.s3_code,
+                                printable(entry.child("Message").child_value()));
+        out.failed.push_back(std::move(f));
+    }
+    return out;
 }
 
 } // namespace
@@ -286,6 +406,7 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
     case op_kind::get: mop = spec.ranged ? metric_op::get_range : metric_op::get; break;
     case op_kind::head: mop = metric_op::head; break;
     case op_kind::del: mop = metric_op::del; break;
+    case op_kind::del_many: mop = metric_op::del_many; break;
     case op_kind::list:
     case op_kind::count_: mop = metric_op::list; break;
     }
@@ -501,6 +622,46 @@ runtime::task<result<void, error>> client::delete_object(std::string_view bucket
         co_return failure{std::move(resp).error()};
     }
     co_return ok();
+}
+
+runtime::task<result<delete_objects_result, error>> client::delete_objects(std::string_view bucket,
+                                                                           std::vector<std::string> keys,
+                                                                           request_options opts, std::stop_token st) {
+    if (keys.empty()) co_return delete_objects_result{};
+    if (keys.size() > max_delete_keys) {
+        co_return failure{make_error(errc::invalid_request,
+                                     fmt::format("DeleteObjects on '{}': {} keys, at most {} per request", bucket,
+                                                 keys.size(), max_delete_keys))};
+    }
+    for (const auto& k : keys) {
+        if (k.empty()) {
+            co_return failure{make_error(errc::invalid_request,
+                                         fmt::format("DeleteObjects on '{}': an empty key", bucket))};
+        }
+    }
+    const std::string body = delete_request_body(keys);
+    attempt_spec spec{.method = "POST", .bucket = bucket, .key = "", .body = std::span<const char>(body)};
+    // A sub-resource without a value: on the wire and in the canonical query it is "delete=".
+    spec.query.emplace_back("delete", "");
+    spec.payload_hash = _cfg.unsigned_payload ? std::string(unsigned_payload) : sha256_hex(body);
+    spec.headers.push_back({"content-length", std::to_string(body.size())});
+    spec.headers.push_back({"content-type", "application/xml"});
+    // S3 refuses DeleteObjects without Content-MD5 or an x-amz-checksum-* header (a corrupted
+    // body must not delete other keys). Directory buckets do not take MD5: CRC32C there.
+    if (is_directory_bucket(bucket)) {
+        char crc[4];
+        be::write_u32(crc, skiff::crc32c(body));
+        spec.headers.push_back({"x-amz-checksum-crc32c", base64_encode(std::string_view(crc, 4))});
+    } else {
+        auto md5 = content_md5(body);
+        if (!md5) {
+            co_return failure{make_error(errc::config, "DeleteObjects: this OpenSSL cannot compute MD5 (FIPS mode?)")};
+        }
+        spec.headers.push_back({"content-md5", std::move(*md5)});
+    }
+    auto resp = co_await execute(op_kind::del_many, spec, opts, st);
+    if (!resp) co_return failure{std::move(resp).error()};
+    co_return parse_delete_result(resp->status, resp->body, bucket);
 }
 
 runtime::task<result<list_page, error>> client::list_objects_v2(std::string_view bucket, list_request req,

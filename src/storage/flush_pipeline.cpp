@@ -95,6 +95,8 @@ void flush_pipeline::seal() {
     job->base = built.meta.base_offset;
     job->last = built.meta.last_offset;
     job->records = built.meta.message_count;
+    job->max_timestamp = built.meta.max_timestamp;
+    job->created_ms = built.meta.created_ms;
     job->kfs = std::make_shared<const std::string>(std::move(built.kfs));
     job->index = std::make_shared<const std::string>(std::move(built.index));
     if (trace.active()) {

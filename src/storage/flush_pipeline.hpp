@@ -73,6 +73,8 @@ struct flush_job {
     std::int64_t base = 0;
     std::int64_t last = 0;
     std::int32_t records = 0;
+    std::int64_t max_timestamp = -1; // for retention by time and the manifest
+    std::int64_t created_ms = 0;
     std::shared_ptr<const std::string> kfs;
     std::shared_ptr<const std::string> index;
     bool started = false;

@@ -10,6 +10,7 @@ const char* op_label(store_op o) noexcept {
     case store_op::get: return "get";
     case store_op::get_range: return "get_range";
     case store_op::list: return "list";
+    case store_op::del: return "delete";
     case store_op::count_: break;
     }
     return "other";
@@ -19,6 +20,7 @@ const char* kind_label(key_kind k) noexcept {
     switch (k) {
     case key_kind::kfs: return "kfs";
     case key_kind::index: return "index";
+    case key_kind::manifest: return "manifest";
     case key_kind::none:
     case key_kind::count_: break;
     }
@@ -69,8 +71,8 @@ log_instruments log_instruments::make() {
 
     const store_op ops[] = {store_op::put, store_op::get, store_op::get_range};
     for (auto op : ops) {
-        for (auto k : {key_kind::kfs, key_kind::index}) {
-            if (op == store_op::get_range && k == key_kind::index) continue; // indexes are read whole
+        for (auto k : {key_kind::kfs, key_kind::index, key_kind::manifest}) {
+            if (op == store_op::get_range && k != key_kind::kfs) continue; // indexes and manifests are read whole
             const metrics::labels l{{"op", op_label(op)}, {"kind", kind_label(k)}};
             auto& s = m.slot(op, k);
             s.requests = reg.counter("skiff_store_requests_total", "Object store requests made by partition logs.", l);
@@ -82,9 +84,9 @@ log_instruments log_instruments::make() {
                                       unit::seconds, l);
         }
     }
-    {
-        const metrics::labels l{{"op", "list"}, {"kind", "none"}};
-        auto& s = m.slot(store_op::list, key_kind::none);
+    for (auto op : {store_op::list, store_op::del}) {
+        const metrics::labels l{{"op", op_label(op)}, {"kind", "none"}};
+        auto& s = m.slot(op, key_kind::none);
         s.requests = reg.counter("skiff_store_requests_total", "Object store requests made by partition logs.", l);
         s.received = reg.counter("skiff_store_received_bytes_total", "Bytes partition logs read from the store.", l,
                                  unit::bytes);
@@ -133,6 +135,28 @@ log_instruments log_instruments::make() {
     m.orphans[1] = reg.counter("skiff_restore_orphans_total", "Orphan objects found by restores.", {{"kind", "index"}});
     m.restore_duration = reg.histogram("skiff_restore_duration_seconds", "Time to restore one partition.",
                                        unit::seconds);
+    m.restores_from_manifest = reg.counter("skiff_restore_from_manifest_total",
+                                           "Restores that started from a partition manifest instead of a full LIST.");
+    m.manifests_unusable = reg.counter("skiff_restore_manifests_unusable_total",
+                                       "Manifests restore skipped because they were corrupt or named another partition.");
+    m.verify_mismatches[0] = reg.counter("skiff_manifest_verify_mismatches_total",
+                                         "Differences between a manifest and the bucket found after restore.",
+                                         {{"kind", "missing"}});
+    m.verify_mismatches[1] = reg.counter("skiff_manifest_verify_mismatches_total",
+                                         "Differences between a manifest and the bucket found after restore.",
+                                         {{"kind", "unlisted"}});
+    m.manifest_writes = reg.counter("skiff_manifest_writes_total", "Partition manifests written.");
+    m.manifest_write_failures = reg.counter("skiff_manifest_write_failures_total",
+                                            "Partition manifest writes that failed (retried later).");
+    m.retention_segments = reg.counter("skiff_retention_segments_total",
+                                       "Segments that left partition logs by retention or DeleteRecords.");
+    m.retention_bytes = reg.counter("skiff_retention_bytes_total",
+                                    "Bytes of .kfs that left partition logs by retention or DeleteRecords.", {},
+                                    unit::bytes);
+    m.deleted_objects = reg.counter("skiff_lifecycle_deleted_objects_total",
+                                    "Objects (segments, indexes, old manifests) deleted from the store.");
+    m.delete_failures = reg.counter("skiff_lifecycle_delete_failures_total",
+                                    "Batched deletes that failed (tried again on a later tick).");
     return m;
 }
 

@@ -17,8 +17,8 @@
 namespace skiff::storage::detail {
 
 // The `op` and `kind` labels of skiff_store_*: what the log asks of its object store.
-enum class store_op : std::uint8_t { put, get, get_range, list, count_ };
-enum class key_kind : std::uint8_t { kfs, index, none, count_ };
+enum class store_op : std::uint8_t { put, get, get_range, list, del, count_ };
+enum class key_kind : std::uint8_t { kfs, index, manifest, none, count_ };
 
 inline constexpr std::size_t n_store_ops = static_cast<std::size_t>(store_op::count_);
 inline constexpr std::size_t n_key_kinds = static_cast<std::size_t>(key_kind::count_);
@@ -92,6 +92,15 @@ struct log_instruments {
     metrics::counter restores, restore_failures, restored_segments, corrupt_segments, repairs, repair_failures;
     std::array<metrics::counter, 2> orphans; // kfs, index
     metrics::histogram restore_duration;
+    metrics::counter restores_from_manifest, manifests_unusable;
+    // The background check of a manifest against a full LIST: segments it listed that are
+    // gone, and segments in the bucket it did not list.
+    std::array<metrics::counter, 2> verify_mismatches; // missing, unlisted
+
+    // Lifecycle: manifests written, segments and bytes retention (or DeleteRecords) removed,
+    // objects deleted, and deletes that failed (retried on the next tick).
+    metrics::counter manifest_writes, manifest_write_failures;
+    metrics::counter retention_segments, retention_bytes, deleted_objects, delete_failures;
 
     // Registers on this core's registry when metrics::metrics_enabled(); inert otherwise.
     static log_instruments make();

@@ -2,6 +2,7 @@
 
 #include <skiff/core/log.hpp>
 #include <skiff/storage/index_format.hpp>
+#include <skiff/storage/manifest_format.hpp>
 #include <skiff/storage/segment_format.hpp>
 
 #include <algorithm>
@@ -9,15 +10,75 @@
 
 namespace skiff::storage::detail {
 
+namespace {
+
+// The newest usable manifest of the partition, if any: LIST its manifest prefix (a few keys),
+// then GET from the newest down. A manifest that cannot be read or decoded is skipped (and
+// counted): an older one, or the full LIST, still restores the log.
+runtime::task<result<std::optional<manifest>, store_error>> newest_manifest(object_store& store, const std::string& ns,
+                                                                            const partition_id& id,
+                                                                            log_instruments& m, restored_log& out,
+                                                                            metrics::span& trace) {
+    const std::string prefix = manifest_prefix(ns, id);
+    std::vector<std::string> keys;
+    std::string token;
+    auto span = trace.child("manifest");
+    for (;;) {
+        const auto t0 = m.now();
+        auto page = co_await store.list(prefix, "", token, 1000, {});
+        m.store_done(store_op::list, key_kind::none, t0, 0, 0, page ? nullptr : &page.error());
+        if (!page) {
+            span.set("status", to_string(page.error().code));
+            co_return failure{std::move(page).error()};
+        }
+        ++out.report.list_pages;
+        for (auto& o : page->objects) {
+            if (parse_manifest_name(std::string_view(o.key).substr(prefix.size()))) keys.push_back(o.key);
+        }
+        if (page->next_token.empty()) break;
+        token = page->next_token;
+    }
+    std::sort(keys.begin(), keys.end());
+    out.manifest_keys = keys;
+    std::optional<manifest> found;
+    for (auto it = keys.rbegin(); it != keys.rend(); ++it) {
+        ++out.report.gets;
+        const auto t0 = m.now();
+        auto got = co_await store.get(*it, std::nullopt, {});
+        m.store_done(store_op::get, key_kind::none, t0, 0, got ? got->data.size() : 0, got ? nullptr : &got.error());
+        if (!got) {
+            if (got.error().code == errc::not_found) continue; // deleted while we listed
+            span.set("status", to_string(got.error().code));
+            co_return failure{std::move(got).error()};
+        }
+        auto decoded = decode_manifest(got->data);
+        if (!decoded || decoded->partition.topic != id.topic || decoded->partition.partition != id.partition) {
+            ++out.report.manifests_unusable;
+            log::warn("{}{}: manifest unusable ({}); trying an older one or a full list", store.describe(), *it,
+                      decoded ? "it names another partition" : decoded.error().message);
+            continue;
+        }
+        out.manifest_key = *it;
+        found = std::move(*decoded);
+        break;
+    }
+    span.set("manifests", keys.size());
+    span.set("status", found ? "ok" : "none");
+    co_return found;
+}
+
+} // namespace
+
 runtime::task<result<restored_log, store_error>> restore(object_store& store, const std::string& ns,
-                                                         const partition_id& id, log_instruments& m) {
+                                                         const partition_id& id, log_instruments& m,
+                                                         bool use_manifest) {
     restored_log out;
     auto& report = out.report;
     auto& segments = out.segments;
     std::int64_t next_offset = 0;
     const std::string prefix = partition_prefix(ns, id);
     std::map<std::int64_t, std::uint64_t> kfs;
-    std::map<std::int64_t, bool> idx;
+    std::map<std::int64_t, std::uint64_t> idx;
     std::string token;
     auto trace = metrics::span::root("restore");
     if (trace.active()) {
@@ -25,10 +86,47 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
         trace.set("partition", id.partition);
     }
     out.trace = trace.context();
+
+    // With a manifest, only what was written after it is listed: restore costs one LIST of
+    // the manifests, one GET, and a LIST of the newest segments, however old the log is.
+    std::optional<manifest> mf;
+    if (use_manifest) {
+        auto found = co_await newest_manifest(store, ns, id, m, out, trace);
+        if (!found) {
+            trace.set("status", to_string(found.error().code));
+            co_return failure{std::move(found).error()};
+        }
+        mf = std::move(*found);
+    }
+    std::string start_after;
+    if (mf) {
+        report.from_manifest = true;
+        report.manifest_segments = mf->segments.size();
+        out.manifest_covered_end = mf->covered_end;
+        for (const auto& e : mf->segments) {
+            segment_entry se;
+            se.base = e.base;
+            se.last = e.last;
+            se.kfs_size = e.kfs_size;
+            se.has_index = e.index_size > 0;
+            se.index_size = e.index_size;
+            se.max_timestamp = e.max_timestamp;
+            se.created_ms = e.created_ms;
+            if (!se.has_index) out.to_repair.push_back(e.base);
+            segments[e.base] = std::move(se);
+        }
+        next_offset = mf->covered_end;
+        // ".index" sorts before ".kfs": starting after the .kfs key of covered_end - 1 skips
+        // both objects of that base and lists every segment at covered_end or above.
+        if (mf->covered_end > 0) start_after = segment_key(ns, id, mf->covered_end - 1);
+    }
+
     auto list_span = trace.child("list");
     for (;;) {
         const auto t0 = m.now();
-        auto page = co_await store.list(prefix, "", token, 1000, {});
+        // Named, not a temporary inside the co_await (g++ 12 destroys such temporaries twice).
+        std::string after = token.empty() ? start_after : std::string();
+        auto page = co_await store.list(prefix, std::move(after), token, 1000, {});
         m.store_done(store_op::list, key_kind::none, t0, 0, 0, page ? nullptr : &page.error());
         if (!page) {
             list_span.set("status", to_string(page.error().code));
@@ -41,10 +139,11 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
             name.remove_prefix(prefix.size());
             auto parsed = parse_segment_name(name);
             if (!parsed) continue;
+            if (mf && parsed->base < mf->covered_end) continue; // a store that ignores start_after
             if (parsed->kind == object_kind::kfs) {
                 kfs[parsed->base] = o.size;
             } else {
-                idx[parsed->base] = true;
+                idx[parsed->base] = o.size;
             }
         }
         if (page->next_token.empty()) break;
@@ -67,7 +166,9 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
         segment_entry e;
         e.base = base;
         e.kfs_size = size;
-        e.has_index = idx.count(base) > 0;
+        auto ix = idx.find(base);
+        e.has_index = ix != idx.end();
+        if (e.has_index) e.index_size = static_cast<std::uint32_t>(ix->second);
         if (!e.has_index) {
             ++report.orphan_kfs;
             out.to_repair.push_back(base);
@@ -75,7 +176,8 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
         }
         segments[base] = std::move(e);
     }
-    // The next offset comes from the newest valid segment's footer: one 16-byte GET.
+    // The next offset comes from the newest valid segment's footer: one 16-byte GET. Also
+    // when the manifest listed it: the GET is what finds a newest segment cut short.
     while (!segments.empty()) {
         auto& newest = segments.rbegin()->second;
         ++report.gets;
@@ -119,11 +221,16 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
     }
     next_offset = std::max(next_offset, orphan_floor);
     out.next_offset = next_offset;
-    out.log_start = segments.empty() ? next_offset : segments.begin()->first;
+    if (mf) {
+        out.log_start = std::min(mf->log_start, next_offset);
+    } else {
+        out.log_start = segments.empty() ? next_offset : segments.begin()->first;
+    }
     report.segments = segments.size();
     report.next_offset = next_offset;
     if (trace.active()) {
         trace.set("segments", report.segments);
+        trace.set("from_manifest", report.from_manifest ? 1 : 0);
         trace.set("orphan_kfs", report.orphan_kfs);
         trace.set("orphan_index", report.orphan_index);
         trace.set("corrupt", report.corrupt);

@@ -32,14 +32,22 @@ struct restored_log {
     restore_report report;
     std::vector<std::int64_t> to_repair; // segments without an .index
     metrics::span_context trace;         // the "restore" trace, parent of later repairs
+    // Every manifest key found (sorted), the one used, and how far it reached; -1 when
+    // the log was restored by a full LIST.
+    std::vector<std::string> manifest_keys;
+    std::string manifest_key;
+    std::int64_t manifest_covered_end = -1;
 };
 
-// Lists the partition's prefix, pairs .kfs and .index by base offset and reads only the
-// newest valid segment's footer (one small range GET) to find the next offset. Orphans and
-// corrupt newest segments are reported, never fatal; a new segment never reuses the base of
-// an orphan .index or a corrupt segment. Errors: the LIST's or the footer GET's store error.
+// With use_manifest, starts from the partition's newest usable manifest and lists only the
+// segments after it; otherwise (or when there is none) lists the partition's whole prefix.
+// Pairs .kfs and .index by base offset and reads only the newest listed segment's footer (one
+// small range GET) to find the next offset. Orphans and corrupt newest segments are
+// reported, never fatal; a new segment never reuses the base of an orphan .index or a
+// corrupt segment. Errors: a LIST's or a GET's store error.
 runtime::task<result<restored_log, store_error>> restore(object_store& store, const std::string& ns,
-                                                         const partition_id& id, log_instruments& m);
+                                                         const partition_id& id, log_instruments& m,
+                                                         bool use_manifest);
 
 // Rebuilds the missing .index of segment `base` from its .kfs and uploads it (if-absent).
 // Calls on_repaired(index) once an index is in place (ours, or one uploaded meanwhile).

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
+#include <vector>
 
 namespace skiff::storage {
 
@@ -166,6 +168,62 @@ task<result<void, store_error>> s3_store::remove(std::string key, std::stop_toke
     fill(opts, key);
     auto r = co_await _client.delete_object(_bucket, full, opts, st);
     if (!r) co_return failure{map_error(r.error(), fmt::format("remove of 's3://{}/{}'", _bucket, full))};
+    co_return ok();
+}
+
+task<result<void, store_error>> s3_store::remove_many(std::vector<std::string> keys, std::stop_token st) {
+    for (const auto& k : keys) {
+        if (auto bad = check_key(k)) co_return failure{std::move(*bad)};
+    }
+    // One key twice in a request gains nothing, and servers disagree on whether it is allowed.
+    std::sort(keys.begin(), keys.end());
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+
+    std::optional<store_error> refused; // the error this call returns when keys were refused
+    std::size_t n_refused = 0;
+    for (std::size_t first = 0; first < keys.size(); first += s3::max_delete_keys) {
+        const std::size_t last = std::min(keys.size(), first + s3::max_delete_keys);
+        std::vector<std::string> batch;
+        batch.reserve(last - first);
+        std::string_view kind = metric_kind(keys[first]);
+        for (std::size_t i = first; i < last; ++i) {
+            batch.push_back(object_key(keys[i]));
+            // A batch of segments is labelled kfs; a mix of kinds is "other".
+            if (metric_kind(keys[i]) != kind) kind = "other";
+        }
+        s3::request_options opts;
+        fill(opts, {});
+        opts.kind = kind;
+        auto r = co_await _client.delete_objects(_bucket, std::move(batch), opts, st);
+        if (!r) {
+            // Named by its first key, as object_store::remove_many promises a key not removed.
+            const std::string what =
+                fmt::format("remove of 's3://{}/{}' and {} more keys (batch {} of {})", _bucket,
+                            object_key(keys[first]), last - first - 1, first / s3::max_delete_keys + 1,
+                            (keys.size() + s3::max_delete_keys - 1) / s3::max_delete_keys);
+            co_return failure{map_error(r.error(), what)};
+        }
+        bool throttled = false;
+        for (const auto& f : r->failed) {
+            s3::error e;
+            e.code = f.code;
+            e.s3_code = f.s3_code;
+            e.message = f.message;
+            auto mapped = map_error(e, fmt::format("remove of 's3://{}/{}'", _bucket, f.key));
+            throttled = throttled || mapped.throttled;
+            ++n_refused;
+            // A caller that retries transient errors must still hear of a refusal that
+            // retrying cannot fix.
+            if (!refused || (refused->code == errc::transient && mapped.code != errc::transient)) {
+                refused = std::move(mapped);
+            }
+        }
+        if (throttled) notify_throttled();
+    }
+    if (refused) {
+        refused->message += fmt::format(" ({} of {} keys not removed)", n_refused, keys.size());
+        co_return failure{std::move(*refused)};
+    }
     co_return ok();
 }
 

@@ -20,11 +20,15 @@ segment_cache::segment_cache(object_store& store, io_budget& budget, const std::
 }
 
 void segment_cache::add_committed(std::int64_t base, std::int64_t last, std::shared_ptr<const std::string> kfs,
-                                  std::shared_ptr<const std::string> index) {
+                                  std::shared_ptr<const std::string> index, std::int64_t max_timestamp,
+                                  std::int64_t created_ms) {
     segment_entry e;
     e.base = base;
     e.last = last;
     e.kfs_size = kfs->size();
+    e.index_size = static_cast<std::uint32_t>(index->size());
+    e.max_timestamp = max_timestamp;
+    e.created_ms = created_ms;
     e.has_index = true;
     e.bytes = std::move(kfs);
     e.index = std::move(index);
@@ -48,6 +52,23 @@ std::optional<std::int64_t> segment_cache::next_base(std::int64_t base) const {
     return after->first;
 }
 
+void segment_cache::insert(segment_entry e) {
+    const auto base = e.base;
+    if (_segments.count(base)) return;
+    _segments.emplace(base, std::move(e));
+}
+
+void segment_cache::erase(std::int64_t base) {
+    auto it = _segments.find(base);
+    if (it == _segments.end()) return;
+    if (auto h = _shared.find(base); h != _shared.end()) {
+        _cfg.shared_cache->erase(h->second);
+        _shared.erase(h);
+    }
+    drop_bytes(base);
+    _segments.erase(base);
+}
+
 void segment_cache::mark_corrupt(std::int64_t base) {
     auto seg = _segments.find(base);
     if (seg != _segments.end()) seg->second.corrupt = true;
@@ -57,6 +78,7 @@ void segment_cache::set_index(std::int64_t base, std::shared_ptr<const std::stri
     auto it = _segments.find(base);
     if (it == _segments.end()) return;
     it->second.has_index = true;
+    it->second.index_size = static_cast<std::uint32_t>(index->size());
     it->second.index = std::move(index);
 }
 
@@ -108,24 +130,28 @@ void segment_cache::cache_insert(std::int64_t base, std::size_t size) {
     }
 }
 
-runtime::task<result<std::shared_ptr<const std::string>, store_error>> segment_cache::load_index(segment_entry& e,
+// By base, not by entry: retention may erase the entry while the GET is out.
+runtime::task<result<std::shared_ptr<const std::string>, store_error>> segment_cache::load_index(std::int64_t base,
                                                                                                 std::stop_token st) {
-    if (e.index) co_return e.index;
+    if (auto it = _segments.find(base); it != _segments.end() && it->second.index) co_return it->second.index;
     auto permit = co_await _budget.acquire(io_budget::priority::normal, st);
     if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
     const auto t0 = _m.now();
-    auto r = co_await _store.get(index_key(_ns, _id, e.base), std::nullopt, st);
+    auto r = co_await _store.get(index_key(_ns, _id, base), std::nullopt, st);
     _m.store_done(store_op::get, key_kind::index, t0, 0, r ? r->data.size() : 0, r ? nullptr : &r.error());
     if (!r) co_return failure{std::move(r).error()};
     auto idx = decode_index(r->data);
     if (!idx) co_return failure{store_error(errc::corrupt, idx.error().message)};
-    e.index = std::make_shared<const std::string>(std::move(r->data));
-    co_return e.index;
+    auto index = std::make_shared<const std::string>(std::move(r->data));
+    if (auto it = _segments.find(base); it != _segments.end()) it->second.index = index;
+    co_return index;
 }
 
 runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::int64_t base, std::int64_t offset,
                                                                            std::stop_token st) {
-    auto& e = _segments.at(base);
+    auto found = _segments.find(base);
+    if (found == _segments.end()) co_return failure{store_error(errc::not_found, fmt::format("no segment {}", base))};
+    auto& e = found->second;
     if (e.bytes) {
         ++_stats.cache_hits;
         _m.cache_hits.inc();
@@ -138,7 +164,8 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
     std::uint64_t pos = segment_header_size;
     std::optional<std::int64_t> entry_offset;
     if (e.has_index) {
-        auto idx = co_await load_index(e, st);
+        // `e` is not used after this wait: the entry may be gone when it ends.
+        auto idx = co_await load_index(base, st);
         if (idx) {
             auto view = decode_index(**idx);
             if (view) {
@@ -153,7 +180,7 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
             // A missing or unreadable index falls back to walking the whole segment.
             log::warn("{}: index of segment {} unusable ({}); walking the segment", _store.describe(), base,
                       idx.error().message);
-            e.has_index = false;
+            if (auto it = _segments.find(base); it != _segments.end()) it->second.has_index = false;
         }
     }
     auto slice = co_await slice_for_position(base, pos);

@@ -43,6 +43,9 @@ struct segment_entry {
     std::uint64_t kfs_size = 0;
     bool has_index = false;
     bool corrupt = false;
+    std::uint32_t index_size = 0;     // 0: not known
+    std::int64_t max_timestamp = -1;  // largest batch max timestamp; -1: not known
+    std::int64_t created_ms = -1;     // the header's flush time; -1: not known
     std::shared_ptr<const std::string> bytes; // whole .kfs when cached
     std::shared_ptr<const std::string> index; // whole .index when loaded
 };
@@ -69,7 +72,17 @@ public:
     void adopt(segment_map restored) { _segments = std::move(restored); }
     // A flush committed: the newest segment, with its bytes cached.
     void add_committed(std::int64_t base, std::int64_t last, std::shared_ptr<const std::string> kfs,
-                       std::shared_ptr<const std::string> index);
+                       std::shared_ptr<const std::string> index, std::int64_t max_timestamp, std::int64_t created_ms);
+    // A segment found after restore (the background check's LIST); ignored when known.
+    void insert(segment_entry e);
+    // Forgets a segment (retention deleted it, or it turned out not to exist). Readers that
+    // already hold its bytes keep them; a GET in flight for it finds no entry to fill.
+    void erase(std::int64_t base);
+    const segment_map& segments() const noexcept { return _segments; }
+    segment_entry* find(std::int64_t base) {
+        auto it = _segments.find(base);
+        return it == _segments.end() ? nullptr : &it->second;
+    }
     // The segment holding `offset`, else the first one after it (offsets in a gap belong to
     // no segment); nullptr when none follows.
     segment_entry* covering(std::int64_t offset);
@@ -91,7 +104,7 @@ public:
 private:
     using fetched = result<std::pair<std::shared_ptr<const std::string>, std::size_t>, store_error>;
 
-    runtime::task<result<std::shared_ptr<const std::string>, store_error>> load_index(segment_entry& e,
+    runtime::task<result<std::shared_ptr<const std::string>, store_error>> load_index(std::int64_t base,
                                                                                       std::stop_token st);
     runtime::task<result<segment_slice, store_error>> slice_for_position(std::int64_t base, std::uint64_t pos);
     static segment_slice make_slice(const std::shared_ptr<const std::string>& owner, std::size_t start, bool whole);

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <pugixml.hpp>
 
 #include <skiff/s3/sigv4.hpp>
 
@@ -738,8 +739,102 @@ struct fake_s3::impl {
             return s3_error(405, "MethodNotAllowed",
                             "The specified method is not allowed against this resource.");
         }
+        if (t.key.empty() && req.method == "POST" && t.query.count("delete")) return delete_objects(req, t);
         if (t.key.empty()) return handle_bucket(req, t);
         return handle_object(req, t);
+    }
+
+    // DeleteObjects. AWS refuses the body unless a checksum covers it: a body damaged in
+    // transit could otherwise delete keys nobody asked for.
+    http_response delete_objects(const http_request& req, const parsed_target& t) {
+        const std::string* md5 = req.header("content-md5");
+        const std::string* crc = req.header("x-amz-checksum-crc32c");
+        if (!md5 && !crc) {
+            return s3_error(400, "MissingContentMD5",
+                            "Missing required header for this request: Content-MD5 or x-amz-checksum-*");
+        }
+        if (md5) {
+            std::array<unsigned char, EVP_MAX_MD_SIZE> d{};
+            unsigned int len = 0;
+            EVP_Digest(req.body.data(), req.body.size(), d.data(), &len, EVP_md5(), nullptr);
+            const std::string expected = base64(d.data(), len);
+            if (trim(*md5).size() != expected.size()) {
+                return s3_error(400, "InvalidDigest", "The Content-MD5 you specified was invalid.",
+                                {{"Content-MD5", *md5}});
+            }
+            if (trim(*md5) != expected) {
+                return s3_error(400, "BadDigest", "The Content-MD5 you specified did not match what we received.",
+                                {{"ExpectedDigest", *md5}, {"CalculatedDigest", expected}});
+            }
+        }
+        if (crc && crc32c_base64(req.body) != trim(*crc)) {
+            return s3_error(400, "BadDigest", "The CRC32C you specified did not match the calculated checksum.");
+        }
+        auto malformed = [] {
+            return s3_error(400, "MalformedXML",
+                            "The XML you provided was not well-formed or did not validate against our published schema");
+        };
+        pugi::xml_document doc;
+        if (!doc.load_buffer(req.body.data(), req.body.size(), pugi::parse_default | pugi::parse_ws_pcdata_single,
+                             pugi::encoding_utf8)) {
+            return malformed();
+        }
+        const pugi::xml_node root = doc.document_element();
+        if (std::string_view(root.name()) != "Delete") return malformed();
+        const bool quiet = lower(trim(root.child("Quiet").child_value())) == "true";
+        std::vector<std::string> keys;
+        for (const pugi::xml_node object : root.children("Object")) {
+            const pugi::xml_node key = object.child("Key");
+            if (!key) return malformed();
+            keys.emplace_back(key.child_value());
+        }
+        if (keys.empty() || keys.size() > 1000) return malformed();
+
+        std::lock_guard lock(mu);
+        const auto b = buckets.find(t.bucket);
+        if (b == buckets.end()) return no_such_bucket(t.bucket);
+        counters.delete_objects_keys.push_back(keys.size());
+        http_response r;
+        r.headers.emplace_back("Content-Type", "application/xml");
+        r.body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                 "<DeleteResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+        for (const auto& key : keys) {
+            if (auto refused = take_key_fault(key)) {
+                ++counters.faults_injected;
+                r.body += fmt::format("<Error><Key>{}</Key><Code>{}</Code><Message>{}</Message></Error>",
+                                      xml_escape(key), refused->first, xml_escape(refused->second));
+                continue;
+            }
+            b->second.erase(key); // a missing key counts as deleted
+            if (!quiet) r.body += fmt::format("<Deleted><Key>{}</Key></Deleted>", xml_escape(key));
+        }
+        r.body += "</DeleteResult>";
+        return r;
+    }
+
+    // The per-key fault of a DeleteObjects entry (see fault_rule): S3 code and message.
+    // Caller holds mu.
+    std::optional<std::pair<std::string, std::string>> take_key_fault(const std::string& key) {
+        for (auto& r : rules) {
+            if (r.remaining == 0 || r.rule.method != "DELETE") continue;
+            std::pair<std::string, std::string> answer;
+            switch (r.rule.action) {
+            case fault_action::status_503_slowdown: answer = {"SlowDown", "Please reduce your request rate."}; break;
+            case fault_action::status_500:
+            case fault_action::status_500_empty_body:
+                answer = {"InternalError", "We encountered an internal error. Please try again."};
+                break;
+            case fault_action::access_denied: answer = {"AccessDenied", "Access Denied"}; break;
+            case fault_action::reset:
+            case fault_action::hang:
+            case fault_action::delay: continue;
+            }
+            if (!std::regex_search(key, r.re)) continue;
+            if (r.rule.every > 1 && ++r.matched % static_cast<std::uint64_t>(r.rule.every) != 0) continue;
+            if (r.remaining > 0) --r.remaining;
+            return answer;
+        }
+        return std::nullopt;
     }
 
     http_response list_buckets() {
@@ -1139,6 +1234,7 @@ struct fake_s3::impl {
             return s3_error(503, "SlowDown", "Please reduce your request rate.");
         case fault_action::status_500:
             return s3_error(500, "InternalError", "We encountered an internal error. Please try again.");
+        case fault_action::access_denied: return s3_error(403, "AccessDenied", "Access Denied");
         case fault_action::status_500_empty_body: {
             http_response r;
             r.status = 500;

@@ -7,9 +7,12 @@
 //
 // S3 subset, path-style only (`/bucket/key`): PUT object (If-None-Match: *, If-Match,
 // x-amz-checksum-crc32c stored and verified), GET object with Range (206/416), HEAD (no body,
-// also for errors, as S3 does), DELETE (204), ListObjectsV2 with prefix, delimiter,
-// start-after, continuation-token, max-keys and encoding-type=url, bucket create / head /
-// delete, ListBuckets. Errors are S3 XML documents (NoSuchKey, NoSuchBucket, ...).
+// also for errors, as S3 does), DELETE (204), DeleteObjects (POST /bucket?delete: at most
+// 1000 keys; Content-MD5 or x-amz-checksum-crc32c required and verified, 400
+// MissingContentMD5 / InvalidDigest / BadDigest otherwise; Quiet honoured), ListObjectsV2
+// with prefix, delimiter, start-after, continuation-token, max-keys and encoding-type=url,
+// bucket create / head / delete, ListBuckets. Errors are S3 XML documents (NoSuchKey,
+// NoSuchBucket, ...).
 // Every request must carry x-amz-content-sha256 (400 InvalidRequest otherwise); a hex value
 // must equal SHA-256 of the body (400 XAmzContentSHA256Mismatch); UNSIGNED-PAYLOAD and
 // STREAMING-* are accepted as they are. Signatures are not verified. Not supported:
@@ -38,6 +41,7 @@ enum class fault_action {
     reset,                 // close with SO_LINGER 0: the client sees a TCP RST
     hang,                  // never answer; hold the connection until the client closes it or the server stops
     delay,                 // wait fault_rule::delay, then answer normally
+    access_denied,         // 403 with an S3 AccessDenied document
 };
 
 enum class fault_when {
@@ -45,6 +49,11 @@ enum class fault_when {
     after,  // the request is applied, only the answer is lost or replaced
 };
 
+// Inside DeleteObjects (POST /bucket?delete) every key is also matched against the rules whose
+// method is exactly "DELETE", as if it were deleted alone: the first match leaves the key in
+// place and answers it with a per-key <Error> (SlowDown, InternalError or AccessDenied from
+// the action; `when` does not apply; rules with reset, hang or delay are passed over). The
+// POST itself is matched like any request, so "*" rules can fail it as a whole.
 struct fault_rule {
     std::string method = "*"; // "GET", "PUT", "HEAD", "DELETE", ...; "*" or "" for any
     // ECMAScript regex, searched (std::regex_search) in the decoded object key and in the
@@ -80,6 +89,8 @@ struct fake_s3_stats {
     std::map<int, std::uint64_t> by_status;
     std::uint64_t sessions_created = 0; // express: CreateSession answered
     std::uint64_t auth_failures = 0;    // express: requests refused for their signature or token
+    // DeleteObjects: the number of keys of each request whose body was accepted, in order.
+    std::vector<std::size_t> delete_objects_keys;
 };
 
 struct stored_object {

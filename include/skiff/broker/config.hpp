@@ -64,6 +64,10 @@ struct broker_config {
     // Kafka's message.max.bytes: the largest batch (12 + batchLength, as stored) a topic takes
     // unless its own max.message.bytes says otherwise.
     std::int64_t message_max_bytes = 1048588;
+    // Kafka's log.retention.ms / log.retention.bytes: what a topic without its own retention.ms
+    // / retention.bytes keeps (-1: everything). Kafka's defaults: seven days, no size bound.
+    std::int64_t retention_ms = 604800000;
+    std::int64_t retention_bytes = -1;
     std::chrono::milliseconds group_initial_rebalance_delay{3000};
     std::int32_t node_id = 0;                   // --broker-id
     std::string cluster_id = "skiff";

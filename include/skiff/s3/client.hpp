@@ -32,6 +32,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace skiff::s3 {
 
@@ -73,7 +74,9 @@ struct byte_range {
     std::string header_value() const; // "bytes=0-9", "bytes=5-", "bytes=-4"
 };
 
-enum class op_kind : std::uint8_t { put, get, head, del, list, count_ };
+// del_many is DeleteObjects (one request for up to 1000 keys): its own op, so that a request
+// that removes a thousand objects does not read as one DELETE in latency and byte metrics.
+enum class op_kind : std::uint8_t { put, get, head, del, list, del_many, count_ };
 
 // What the client tells an attempt observer after each request of an operation, once its
 // answer is classified and before any backoff.
@@ -140,6 +143,23 @@ struct list_request {
     int max_keys = 1000;
 };
 
+// DeleteObjects' limit on keys per request (S3 API reference, DeleteObjects).
+inline constexpr std::size_t max_delete_keys = 1000;
+
+// A key DeleteObjects did not delete, with S3's per-key <Error>.
+struct delete_failure {
+    std::string key;     // as the server echoed it
+    errc code{};         // retryable (InternalError, SlowDown, ...), access_denied, or invalid_request
+    std::string s3_code; // e.g. "AccessDenied"; empty if the entry had none
+    std::string message; // S3's sentence, shortened and printable
+};
+
+struct delete_objects_result {
+    // Keys the server did not delete. Empty when every key is gone; the request is sent in
+    // quiet mode, so deleted keys are not listed.
+    std::vector<delete_failure> failed;
+};
+
 // The most distinct `kind` labels one client registers metrics for ("other" included).
 inline constexpr std::size_t max_metric_kinds = 8;
 
@@ -163,7 +183,7 @@ struct client_stats {
 // create() unless metrics::metrics_enabled() is off; per HTTP request (attempt) and per
 // operation, labelled op = put | get | get_range | head | delete | list and kind = the
 // caller's request_options::kind, "other" when it gives none ("none" for list); errors by
-// class. Never a URL, query string, header or credential.
+// class. DeleteObjects counts as op = delete_many. Never a URL, query string, header or credential.
 class client {
 public:
     // Fails with a sentence when the endpoint is malformed or credentials are incomplete.
@@ -181,6 +201,20 @@ public:
     // Deleting a missing key succeeds (S3 semantics).
     runtime::task<result<void, error>> delete_object(std::string_view bucket, std::string_view key,
                                                      request_options opts = {}, std::stop_token st = {});
+    // DeleteObjects (POST /?delete): removes up to max_delete_keys keys in one request, sent
+    // in quiet mode with Content-MD5 (S3 refuses a DeleteObjects body without a checksum).
+    // A missing key counts as deleted (S3 semantics). The whole request is retried like any
+    // other operation; keys the server refuses one by one come back in
+    // delete_objects_result::failed and are not retried here (the caller decides).
+    // Errors: errc::invalid_request, without sending anything, for more than max_delete_keys
+    // keys or an empty key (callers split larger sets: storage::s3_store::remove_many);
+    // bad_response when the answer is not a DeleteResult (or is a 200 carrying an <Error>,
+    // then classified by its code); otherwise as the other operations. No keys: success
+    // without a request. Cancellable through `st`, which resolves errc::cancelled.
+    runtime::task<result<delete_objects_result, error>> delete_objects(std::string_view bucket,
+                                                                       std::vector<std::string> keys,
+                                                                       request_options opts = {},
+                                                                       std::stop_token st = {});
     runtime::task<result<list_page, error>> list_objects_v2(std::string_view bucket, list_request req,
                                                             request_options opts = {}, std::stop_token st = {});
 

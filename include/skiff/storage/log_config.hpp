@@ -70,6 +70,22 @@ struct log_config {
     // Null: only cache_bytes bounds this log's cache.
     std::shared_ptr<cache_budget> shared_cache;
     std::function<std::int64_t()> wall_ms;     // segment created-time; null: system clock
+
+    // Partition manifests (manifest_format.hpp, docs/format.md): a checkpoint of the log is
+    // written after this many new segments, or this long after the first change, and at
+    // close; restore then reads it instead of listing every segment.
+    bool manifests = true;
+    std::size_t manifest_every_segments = 64;
+    std::chrono::milliseconds manifest_interval{30000};
+    // Retention, Kafka's retention.ms / retention.bytes (-1: unlimited); changed live with
+    // partition_log::set_retention.
+    std::int64_t retention_ms = -1;
+    std::int64_t retention_bytes = -1;
+    // Objects of segments that left the log are deleted this long after (Kafka's
+    // file.delete.delay.ms), so a fetch that is reading one is never broken.
+    std::chrono::milliseconds delete_delay{60000};
+    // How often the background work (manifest, retention, deletes) looks for something to do.
+    std::chrono::milliseconds lifecycle_tick{1000};
 };
 
 enum class append_errc {
@@ -131,6 +147,9 @@ struct restore_report {
     std::size_t list_pages = 0;
     std::size_t gets = 0;
     std::int64_t next_offset = 0;
+    bool from_manifest = false;         // restored from a manifest plus a LIST of what is newer
+    std::size_t manifest_segments = 0;  // segments the manifest listed
+    std::size_t manifests_unusable = 0; // newer manifests skipped (corrupt, unreadable)
 };
 
 struct log_stats {

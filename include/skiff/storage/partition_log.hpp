@@ -29,6 +29,14 @@
 // Restore. open() lists the partition's prefix, pairs .kfs and .index by base offset, and
 // reads only the newest segment's footer to find the next offset. Orphans never block it.
 //
+// Lifecycle (docs/lifecycle.md). A background loop on the log's core, one store request at a
+// time: it writes a manifest (manifest_format.hpp) after log_config::manifest_every_segments
+// new segments or manifest_interval, and at close; applies retention (whole segments, oldest
+// first, by their largest timestamp or by the partition's bytes); and deletes the objects of
+// segments that left the log once a manifest holding the new log start is stored and
+// delete_delay passed, so a fetch reading one is never broken and a restart never brings one
+// back. After a restore from a manifest it compares the manifest with one full LIST.
+//
 // Observability. Metrics (skiff_flush_*, skiff_store_*, skiff_log_*, skiff_cache_*,
 // skiff_restore_*, and per partition skiff_partition_high_watermark /
 // skiff_partition_log_start_offset{topic,partition}) go to the core's registry; they are
@@ -114,6 +122,19 @@ public:
     runtime::task<void> flush();
     // Graceful drain: flush, wait for uploads, stop background work.
     runtime::task<void> close();
+
+    // Retention (Kafka's retention.ms / retention.bytes, -1 unlimited), applied by the
+    // background loop from its next tick on.
+    void set_retention(std::int64_t retention_ms, std::int64_t retention_bytes);
+    // Kafka's DeleteRecords: the log start moves up to `offset` (-1: the high watermark) and
+    // segments wholly below it are deleted after the grace period. Resolves the new log start
+    // once a manifest holding it is stored (so a restart keeps it). Errors: invalid_argument
+    // past the high watermark (OFFSET_OUT_OF_RANGE), transient when the manifest could not
+    // be stored (transient: the start already moved here and is stored later), precondition_failed
+    // when fenced, cancelled.
+    runtime::task<result<std::int64_t, store_error>> delete_records(std::int64_t offset, std::stop_token st = {});
+    // Stores a manifest now if anything changed since the last one; true when one is stored.
+    runtime::task<bool> checkpoint(std::stop_token st = {});
 
     std::int64_t high_watermark() const noexcept;
     std::int64_t log_start_offset() const noexcept;

@@ -7,7 +7,8 @@
 // on the server). get, size (HEAD), remove and list (ListObjectsV2, keys returned without the
 // store's prefix) map one-to-one onto S3 operations; the client retries transient failures
 // under its own deadline, so an error from here has already been retried. put_once sends one
-// request and leaves the retry to the caller (flush uploads, docs/retries.md).
+// request and leaves the retry to the caller (flush uploads, docs/retries.md). remove_many
+// sends DeleteObjects, one request per 1000 keys.
 //
 // Every S3 request answered 503 / 429 / SlowDown calls the store's throttle observer at once,
 // retried or not, and a failed operation whose last answer was one carries
@@ -51,6 +52,15 @@ public:
                                                        std::stop_token st) override;
     runtime::task<result<std::uint64_t, store_error>> size(std::string key, std::stop_token st) override;
     runtime::task<result<void, store_error>> remove(std::string key, std::stop_token st) override;
+    // DeleteObjects in batches of s3::max_delete_keys (duplicates sent once), one batch after
+    // the other. Every key is checked first (check_key): one invalid key fails the call with
+    // invalid_argument before any request. Keys S3 refuses one by one do not stop the
+    // batches that follow; the call then fails with the first refusal mapped as above (a
+    // permanent one preferred over a transient one), naming its key and how many keys were
+    // not removed, and calls the throttle observer once per batch with a per-key SlowDown.
+    // A batch that fails as a whole (after the client's retries) ends the call at once with
+    // that error: the next batch would only spend another retry budget on the same outage.
+    runtime::task<result<void, store_error>> remove_many(std::vector<std::string> keys, std::stop_token st) override;
     // next_token is S3's continuation token.
     runtime::task<result<list_result, store_error>> list(std::string prefix, std::string start_after,
                                                          std::string token, int max_keys,

@@ -11,8 +11,11 @@ std::vector<effective_config> effective_configs(const topic_info& t, const broke
         auto it = t.configs.find(std::string(d.name));
         const bool custom = it != t.configs.end();
         // A topic's max.message.bytes defaults to the broker's message.max.bytes, as in Kafka.
-        std::string fallback =
-            d.name == "max.message.bytes" ? std::to_string(cfg.message_max_bytes) : std::string(d.value);
+        // retention.ms / retention.bytes likewise default to log.retention.ms / .bytes.
+        std::string fallback = d.name == "max.message.bytes" ? std::to_string(cfg.message_max_bytes)
+                               : d.name == "retention.ms"    ? std::to_string(cfg.retention_ms)
+                               : d.name == "retention.bytes" ? std::to_string(cfg.retention_bytes)
+                                                             : std::string(d.value);
         out.push_back(effective_config{d.name, custom ? it->second : std::move(fallback), custom});
     }
     return out;
@@ -70,6 +73,8 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
                 add("socket.request.max.bytes", std::to_string(cfg.max_frame_bytes), false, static_broker, true);
                 add("message.max.bytes", std::to_string(cfg.message_max_bytes), false, static_broker, true);
                 add("segment.bytes", std::to_string(cfg.log.segment_bytes), false, static_broker, true);
+                add("log.retention.ms", std::to_string(cfg.retention_ms), false, static_broker, true);
+                add("log.retention.bytes", std::to_string(cfg.retention_bytes), false, static_broker, true);
                 add("default.replication.factor", "1", true, default_config, true);
                 add("offsets.topic.replication.factor", "1", true, default_config, true);
             }

@@ -8,12 +8,16 @@
 #include <skiff/core/crc32c.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/http/client.hpp>
 #include <skiff/s3/client.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <openssl/evp.h>
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 using namespace skiff;
 using namespace skiff::runtime;
@@ -312,4 +316,232 @@ TEST_CASE("a body that does not match its declared crc32c is rejected, not retri
     };
     run_task(t(&srv));
     CHECK_FALSE(srv.has_object("test-bucket", "k"));
+}
+
+// --- DeleteObjects ---------------------------------------------------------------------------
+
+namespace {
+
+std::string md5_base64(std::string_view body) {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    REQUIRE(EVP_Digest(body.data(), body.size(), d, &len, EVP_md5(), nullptr) == 1);
+    return base64_encode(std::string_view(reinterpret_cast<const char*>(d), len));
+}
+
+std::vector<skiff::test::request_record> posts(const fake_s3& srv) {
+    std::vector<skiff::test::request_record> out;
+    for (auto& r : srv.request_log()) {
+        if (r.method == "POST") out.push_back(std::move(r));
+    }
+    return out;
+}
+
+// XML markup, quotes, UTF-8, and the line ends XML would normalise if sent literally.
+const std::string special_key = "a&b <c>/\"q\"/\xc3\xbc";
+const std::string crlf_key = "cr\rlf\n/it's";
+
+// An unsigned DeleteObjects of key "a" with the given Content-MD5 (none when empty), past the
+// client, which always sends a correct one.
+task<result<http::response, http::transport_error>> raw_delete_objects(http::client& h, std::string url,
+                                                                       std::string md5) {
+    static const std::string body = "<Delete><Object><Key>a</Key></Object></Delete>";
+    http::request req;
+    req.method = "POST";
+    req.url = std::move(url);
+    req.headers.emplace_back("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+    if (!md5.empty()) req.headers.emplace_back("content-md5", std::move(md5));
+    req.body = std::span<const char>(body);
+    co_return co_await h.send(std::move(req));
+}
+
+} // namespace
+
+TEST_CASE("delete_objects removes several keys, special characters included; missing keys succeed",
+          "[s3][client][delete_objects]") {
+    fake_s3 srv;
+    for (const auto& k : {std::string("d/1"), std::string("d/2"), special_key, crlf_key, std::string("keep")}) {
+        srv.put_object("test-bucket", k, "x");
+    }
+    auto t = [](fake_s3* s) -> task<void> {
+        auto c = make_client(config_for(*s));
+        std::vector<std::string> keys{"d/1", "d/2", special_key, crlf_key, "never/there"};
+        auto r = co_await c->delete_objects("test-bucket", keys);
+        INFO((r.has_value() ? std::string() : r.error().message));
+        REQUIRE(r.has_value());
+        CHECK(r->failed.empty());
+        CHECK(c->stats().of(s3::op_kind::del_many).operations == 1);
+        CHECK(c->stats().of(s3::op_kind::del_many).requests == 1);
+    };
+    run_task(t(&srv));
+    CHECK(srv.list_keys("test-bucket") == std::vector<std::string>{"keep"});
+    const auto log = posts(srv);
+    REQUIRE(log.size() == 1);
+    // The sub-resource as SigV4 canonicalises it (an empty value: "delete=").
+    CHECK(log[0].target == "/test-bucket?delete=");
+    CHECK(log[0].headers.count("content-md5") == 1);
+    CHECK(log[0].headers.count("authorization") == 1);
+    CHECK(srv.stats().delete_objects_keys == std::vector<std::size_t>{5});
+}
+
+TEST_CASE("delete_objects sends the documented body with its MD5", "[s3][client][delete_objects]") {
+    fake_s3 srv;
+    srv.put_object("test-bucket", "x&y", "1");
+    auto t = [](fake_s3* s) -> task<void> {
+        auto c = make_client(config_for(*s));
+        std::vector<std::string> keys{"x&y"};
+        auto r = co_await c->delete_objects("test-bucket", keys);
+        REQUIRE(r.has_value());
+        CHECK(r->failed.empty());
+    };
+    run_task(t(&srv));
+    const std::string expected = "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>"
+                                 "<Object><Key>x&amp;y</Key></Object></Delete>";
+    const auto log = posts(srv);
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].status == 200);
+    CHECK(log[0].body_size == expected.size());
+    CHECK(log[0].headers.at("content-md5") == md5_base64(expected));
+    CHECK(log[0].headers.at("content-type") == "application/xml");
+    CHECK_FALSE(srv.has_object("test-bucket", "x&y"));
+}
+
+TEST_CASE("delete_objects reports the keys the server refuses, one by one", "[s3][client][delete_objects]") {
+    fake_s3 srv;
+    fault_rule denied;
+    denied.method = "DELETE";
+    denied.pattern = "^locked/";
+    denied.action = fault_action::access_denied;
+    denied.count = -1;
+    srv.add_rule(denied);
+    fault_rule slow;
+    slow.method = "DELETE";
+    slow.pattern = "^busy$";
+    slow.action = fault_action::status_503_slowdown;
+    slow.count = 1;
+    srv.add_rule(slow);
+    for (const auto& k : {"locked/1", "free/1", "busy", "free/2"}) srv.put_object("test-bucket", k, "x");
+    auto t = [](fake_s3* s) -> task<void> {
+        auto c = make_client(config_for(*s));
+        std::vector<std::string> keys{"locked/1", "free/1", "busy", "free/2"};
+        auto r = co_await c->delete_objects("test-bucket", keys);
+        REQUIRE(r.has_value());
+        REQUIRE(r->failed.size() == 2);
+        CHECK(r->failed[0].key == "locked/1");
+        CHECK(r->failed[0].code == s3::errc::access_denied);
+        CHECK(r->failed[0].s3_code == "AccessDenied");
+        CHECK_THAT(r->failed[0].message, Catch::Contains("locked/1"));
+        CHECK(r->failed[1].key == "busy");
+        CHECK(r->failed[1].code == s3::errc::retryable);
+        CHECK(r->failed[1].s3_code == "SlowDown");
+        // Per-key refusals are the caller's to retry: one request was sent.
+        CHECK(c->stats().of(s3::op_kind::del_many).requests == 1);
+    };
+    run_task(t(&srv));
+    CHECK(srv.list_keys("test-bucket") == std::vector<std::string>{"busy", "locked/1"});
+}
+
+TEST_CASE("delete_objects refuses more than 1000 keys without sending anything", "[s3][client][delete_objects]") {
+    fake_s3 srv;
+    auto t = [](fake_s3* s) -> task<void> {
+        auto c = make_client(config_for(*s));
+        std::vector<std::string> keys;
+        for (int i = 0; i < 1001; ++i) keys.push_back(fmt::format("k/{:04}", i));
+        auto too_many = co_await c->delete_objects("test-bucket", keys);
+        REQUIRE_FALSE(too_many.has_value());
+        CHECK(too_many.error().code == s3::errc::invalid_request);
+        CHECK_THAT(too_many.error().message, Catch::Contains("1001 keys"));
+        CHECK(s->stats().requests == 0);
+        std::vector<std::string> with_empty{"a", ""};
+        auto empty_key = co_await c->delete_objects("test-bucket", with_empty);
+        REQUIRE_FALSE(empty_key.has_value());
+        CHECK(empty_key.error().code == s3::errc::invalid_request);
+        auto none = co_await c->delete_objects("test-bucket", std::vector<std::string>{});
+        CHECK(none.has_value());
+        CHECK(s->stats().requests == 0);
+
+        keys.pop_back();
+        for (const auto& k : keys) s->put_object("test-bucket", k, "x");
+        auto exactly = co_await c->delete_objects("test-bucket", keys);
+        INFO((exactly.has_value() ? std::string() : exactly.error().message));
+        REQUIRE(exactly.has_value());
+        CHECK(exactly->failed.empty());
+    };
+    run_task(t(&srv));
+    CHECK(srv.list_keys("test-bucket").empty());
+    CHECK(srv.stats().delete_objects_keys == std::vector<std::size_t>{1000});
+}
+
+TEST_CASE("delete_objects retries the whole request on SlowDown", "[s3][client][delete_objects][faults]") {
+    fake_s3 srv;
+    srv.add_rule({.method = "POST", .action = fault_action::status_503_slowdown, .count = 2});
+    srv.put_object("test-bucket", "a", "x");
+    auto t = [](fake_s3* s) -> task<void> {
+        auto c = make_client(config_for(*s));
+        std::vector<s3::attempt_outcome> seen;
+        s3::request_options opts;
+        opts.on_attempt = [&seen](const s3::attempt_outcome& o) { seen.push_back(o); };
+        std::vector<std::string> keys{"a"};
+        auto r = co_await c->delete_objects("test-bucket", keys, opts);
+        REQUIRE(r.has_value());
+        CHECK(r->failed.empty());
+        CHECK(c->stats().of(s3::op_kind::del_many).retries == 2);
+        REQUIRE(seen.size() == 3);
+        CHECK(seen[0].op == s3::op_kind::del_many);
+        CHECK(seen[0].throttled);
+        CHECK_FALSE(seen[2].throttled);
+    };
+    run_task(t(&srv));
+    CHECK_FALSE(srv.has_object("test-bucket", "a"));
+}
+
+TEST_CASE("the fake refuses DeleteObjects without a checksum or with a wrong one, as S3 does",
+          "[s3][client][delete_objects]") {
+    fake_s3 srv;
+    srv.put_object("test-bucket", "a", "x");
+    auto t = [](fake_s3* s) -> task<void> {
+        http::client h;
+        const std::string url = s->endpoint() + "/test-bucket?delete=";
+        auto missing = co_await raw_delete_objects(h, url, "");
+        REQUIRE(missing.has_value());
+        CHECK(missing->status == 400);
+        CHECK_THAT(missing->body, Catch::Contains("MissingContentMD5"));
+        auto wrong = co_await raw_delete_objects(h, url, md5_base64("something else"));
+        REQUIRE(wrong.has_value());
+        CHECK(wrong->status == 400);
+        CHECK_THAT(wrong->body, Catch::Contains("BadDigest"));
+        auto garbled = co_await raw_delete_objects(h, url, "not-a-digest");
+        REQUIRE(garbled.has_value());
+        CHECK(garbled->status == 400);
+        CHECK_THAT(garbled->body, Catch::Contains("InvalidDigest"));
+    };
+    run_task(t(&srv));
+    CHECK(srv.has_object("test-bucket", "a"));
+}
+
+TEST_CASE("delete_objects on a directory bucket sends CRC32C instead of Content-MD5, session-signed",
+          "[s3][client][delete_objects][express]") {
+    const std::string bucket = "logs--use1-az4--x-s3";
+    skiff::test::fake_s3_options o;
+    o.buckets = {bucket};
+    o.express = skiff::test::fake_express_options{"AKIDEXPRESS", "express/secret+key", std::chrono::seconds(300)};
+    fake_s3 srv(o);
+    srv.put_object(bucket, special_key, "x");
+    auto t = [](fake_s3* s, std::string b) -> task<void> {
+        s3::client_config cfg = config_for(*s);
+        cfg.creds = {"AKIDEXPRESS", "express/secret+key", ""};
+        auto c = make_client(cfg);
+        std::vector<std::string> keys{special_key};
+        auto r = co_await c->delete_objects(b, keys);
+        INFO((r.has_value() ? std::string() : r.error().message));
+        REQUIRE(r.has_value());
+        CHECK(r->failed.empty());
+    };
+    run_task(t(&srv, bucket));
+    CHECK_FALSE(srv.has_object(bucket, special_key));
+    CHECK(srv.stats().auth_failures == 0);
+    const auto log = posts(srv);
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].headers.count("content-md5") == 0);
+    CHECK(log[0].headers.count("x-amz-checksum-crc32c") == 1);
 }

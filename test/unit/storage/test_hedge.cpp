@@ -168,6 +168,7 @@ TEST_CASE("hedged flush: an append behind a stalled segment PUT is acknowledged 
         auto lcfg = skiff::test::fast_log_config();
         lcfg.linger.reset();
         lcfg.append_timeout = 60s;
+        lcfg.manifests = false; // its PUT at close would wait on the manual clock
         auto log = co_await open_log(store, budget, partition_id("orders", 0), lcfg);
         store.set_latency(10ms);
         store.add_fault(mem_fault_rule("put", ".kfs", mem_fault::hang, 1));

@@ -15,6 +15,7 @@
 #include <skiff/storage/s3_store.hpp>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <string>
@@ -353,4 +354,122 @@ TEST_CASE("s3 store: error classes map onto storage classes", "[storage][s3_stor
     range.http_status = 416;
     range.s3_code = "InvalidRange";
     CHECK(s3_store::map_error(range, "get").code == errc::invalid_argument);
+}
+
+TEST_CASE("s3 store: remove_many sends one DeleteObjects per 1000 keys", "[storage][s3_store][remove_many]") {
+    using skiff::test::counter_value;
+    fake_s3 srv;
+    std::vector<std::string> keys;
+    for (int i = 0; i < 2500; ++i) keys.push_back(fmt::format("t/0/{:020}.kfs", i));
+    for (const auto& k : keys) srv.put_object("test-bucket", "p/" + k, "x");
+    srv.put_object("test-bucket", "p/t/0/keep.kfs", "x");
+    srv.put_object("test-bucket", "other/t/0/00000000000000000000.kfs", "x");
+    const metrics::labels del_kfs{{"op", "delete_many"}, {"kind", "kfs"}};
+    const auto requests0 = counter_value("skiff_s3_requests_total", del_kfs);
+    auto t = [](fake_s3* s, std::vector<std::string> ks) -> task<void> {
+        auto c = make_client(config_for(*s));
+        auto st = make_store(*c, "s3://test-bucket/p");
+        // A missing key and a duplicate change nothing.
+        ks.push_back("t/0/never-written.kfs");
+        ks.push_back(ks.front());
+        auto r = co_await st->remove_many(std::move(ks), {});
+        INFO(message(r));
+        CHECK(r.has_value());
+    };
+    run_task(t(&srv, keys));
+    CHECK(srv.list_keys("test-bucket") ==
+          std::vector<std::string>{"other/t/0/00000000000000000000.kfs", "p/t/0/keep.kfs"});
+    CHECK(srv.stats().by_method.at("POST") == 3);
+    CHECK(srv.stats().by_method.count("DELETE") == 0);
+    CHECK(srv.stats().delete_objects_keys == std::vector<std::size_t>{1000, 1000, 501});
+    CHECK(counter_value("skiff_s3_requests_total", del_kfs) - requests0 == 3);
+}
+
+TEST_CASE("s3 store: remove_many goes through every batch and reports refused keys", "[storage][s3_store][remove_many]") {
+    fake_s3 srv;
+    fault_rule denied;
+    denied.method = "DELETE";
+    denied.pattern = "-locked$";
+    denied.action = fault_action::access_denied;
+    denied.count = -1;
+    srv.add_rule(denied);
+    fault_rule slow;
+    slow.method = "DELETE";
+    slow.pattern = "-busy$";
+    slow.action = fault_action::status_503_slowdown;
+    slow.count = -1;
+    srv.add_rule(slow);
+    std::vector<std::string> keys;
+    for (int i = 0; i < 2500; ++i) keys.push_back(fmt::format("k/{:05}", i));
+    keys.push_back("k/00000-busy"); // sorts into the first batch
+    keys.push_back("k/02400-locked"); // into the last one
+    for (const auto& k : keys) srv.put_object("test-bucket", "p/" + k, "x");
+    int throttled = 0;
+    auto t = [](fake_s3* s, std::vector<std::string> ks, int* throttles) -> task<void> {
+        auto c = make_client(config_for(*s));
+        auto st = make_store(*c, "s3://test-bucket/p");
+        st->set_throttle_observer([throttles] { ++*throttles; });
+        auto r = co_await st->remove_many(ks, {});
+        REQUIRE_FALSE(r.has_value());
+        // The refusal retrying cannot fix wins over the SlowDown of an earlier batch.
+        CHECK(r.error().code == errc::permanent);
+        CHECK_FALSE(r.error().throttled);
+        CHECK_THAT(r.error().message, Catch::Contains("p/k/02400-locked"));
+        CHECK_THAT(r.error().message, Catch::Contains("AccessDenied"));
+        CHECK_THAT(r.error().message, Catch::Contains("2 of 2502 keys not removed"));
+
+        // Only SlowDown left: transient and throttled.
+        std::vector<std::string> busy{"k/00000-busy"};
+        auto again = co_await st->remove_many(std::move(busy), {});
+        REQUIRE_FALSE(again.has_value());
+        CHECK(again.error().code == errc::transient);
+        CHECK(again.error().throttled);
+    };
+    run_task(t(&srv, keys, &throttled));
+    CHECK(srv.list_keys("test-bucket") == std::vector<std::string>{"p/k/00000-busy", "p/k/02400-locked"});
+    CHECK(srv.stats().delete_objects_keys == std::vector<std::size_t>{1000, 1000, 502, 1});
+    CHECK(throttled == 2); // once per batch with a per-key SlowDown
+}
+
+TEST_CASE("s3 store: remove_many checks every key before sending anything", "[storage][s3_store][remove_many]") {
+    fake_s3 srv;
+    srv.put_object("test-bucket", "p/a", "x");
+    auto t = [](fake_s3* s) -> task<void> {
+        auto c = make_client(config_for(*s));
+        auto st = make_store(*c, "s3://test-bucket/p");
+        std::vector<std::string> keys{"a", "b//c"};
+        auto r = co_await st->remove_many(std::move(keys), {});
+        REQUIRE_FALSE(r.has_value());
+        CHECK(r.error().code == errc::invalid_argument);
+        auto none = co_await st->remove_many(std::vector<std::string>{}, {});
+        CHECK(none.has_value());
+    };
+    run_task(t(&srv));
+    CHECK(srv.stats().requests == 0);
+    CHECK(srv.has_object("test-bucket", "p/a"));
+}
+
+TEST_CASE("s3 store: remove_many stops at a batch that fails as a whole", "[storage][s3_store][remove_many][faults]") {
+    fake_s3 srv;
+    fault_rule down;
+    down.method = "POST";
+    down.action = fault_action::status_500;
+    down.count = -1;
+    srv.add_rule(down);
+    std::vector<std::string> keys;
+    for (int i = 0; i < 1500; ++i) keys.push_back(fmt::format("k/{:05}", i));
+    for (const auto& k : keys) srv.put_object("test-bucket", "p/" + k, "x");
+    auto t = [](fake_s3* s, std::vector<std::string> ks) -> task<void> {
+        auto c = make_client(config_for(*s));
+        auto st = make_store(*c, "s3://test-bucket/p");
+        auto r = co_await st->remove_many(std::move(ks), {});
+        REQUIRE_FALSE(r.has_value());
+        CHECK(r.error().code == errc::transient);
+        CHECK_THAT(r.error().message, Catch::Contains("'s3://test-bucket/p/k/00000' and 999 more keys (batch 1 of 2)"));
+        CHECK_THAT(r.error().message, Catch::Contains("InternalError"));
+    };
+    run_task(t(&srv, keys));
+    // Every attempt was the first batch's (the client's six), none the second's.
+    CHECK(srv.stats().by_method.at("POST") == 6);
+    CHECK(srv.list_keys("test-bucket").size() == 1500);
 }
