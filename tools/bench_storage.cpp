@@ -15,6 +15,7 @@
 //   build/tools/skiff-bench-storage [--seconds S] [--producers N] [--partitions-many P]
 //   build/tools/skiff-bench-storage --metrics-cost [--rounds R] [--seconds S] [--producers N]
 //   build/tools/skiff-bench-storage --schedule [--rounds R] [--seconds S] [--producers N] [--store-ms MS]
+//   build/tools/skiff-bench-storage --restore [--store-ms MS]   (default 40 ms)
 //
 // --schedule runs the flush scheduler's comparison (docs/flush-scheduling.md): 16 partitions x
 // 4 closed-loop producers whose next append follows a 50-400 µs client delay, adaptive vs a
@@ -391,6 +392,52 @@ task<void> run_restore(int segments, int store_ms) {
     co_await (*log)->close();
 }
 
+// --restore: a partition of N segments restored with and without its manifest, one after the
+// other on the same bucket, at store_ms per request (docs/benchmarks.md, "Restore").
+task<void> run_restore_manifest(int segments, int store_ms) {
+    auto bucket = std::make_shared<memory_bucket>();
+    partition_id pid("restore", 0);
+    std::vector<record> recs;
+    recs.emplace_back(std::string("k"), std::string("v"));
+    for (int i = 0; i < segments; ++i) {
+        segment_builder sb(i);
+        auto b = build_batch(0, recs);
+        (void)sb.append(std::span<const char>(b.data(), b.size()));
+        auto built = std::move(sb).finish(1700000000000);
+        bucket->objects[segment_key("default", pid, i)] = std::move(built.kfs);
+        bucket->objects[index_key("default", pid, i)] = std::move(built.index);
+    }
+    io_budget budget(64, nullptr);
+    log_config cfg;
+    cfg.lifecycle_tick = std::chrono::hours(1); // no background check during the measurement
+    double ms[2] = {0, 0};
+    std::uint64_t lists[2] = {0, 0}, gets[2] = {0, 0};
+    std::size_t manifest_bytes = 0;
+    for (int with = 0; with < 2; ++with) {
+        memory_store store(bucket);
+        store.set_latency(std::chrono::milliseconds(store_ms));
+        auto t0 = std::chrono::steady_clock::now();
+        auto log = co_await partition_log::open(store, budget, "default", pid, cfg);
+        auto t1 = std::chrono::steady_clock::now();
+        if (!log) throw std::runtime_error(log.error().message);
+        if ((*log)->next_offset() != segments) throw std::runtime_error("wrong next offset");
+        if ((*log)->restored().from_manifest != (with == 1)) throw std::runtime_error("manifest use not as expected");
+        ms[with] = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        lists[with] = store.stats().lists;
+        gets[with] = store.stats().gets;
+        store.set_latency(0ms);
+        co_await (*log)->close(); // the first run's close writes the manifest the second reads
+    }
+    for (auto& [k, v] : bucket->objects) {
+        if (k.find("/skiff~meta/") != std::string::npos) manifest_bytes = std::max(manifest_bytes, v.size());
+    }
+    std::printf("| %d | %d | %.0f | %llu | %llu | %.0f | %llu | %llu | %zu | %.1f |\n", segments, store_ms, ms[0],
+                static_cast<unsigned long long>(lists[0]), static_cast<unsigned long long>(gets[0]), ms[1],
+                static_cast<unsigned long long>(lists[1]), static_cast<unsigned long long>(gets[1]), manifest_bytes,
+                ms[1] > 0 ? ms[0] / ms[1] : 0.0);
+    std::fflush(stdout);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -400,6 +447,7 @@ int main(int argc, char** argv) {
     int open_rate = 1000;
     bool metrics_cost = false;
     bool schedule = false;
+    bool restore = false;
     int store_ms = 5;
     int rounds = 5;
     for (int i = 1; i < argc; ++i) {
@@ -409,6 +457,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--open-rate") && i + 1 < argc) open_rate = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--metrics-cost")) metrics_cost = true;
         else if (!std::strcmp(argv[i], "--schedule")) schedule = true;
+        else if (!std::strcmp(argv[i], "--restore")) restore = true;
         else if (!std::strcmp(argv[i], "--store-ms") && i + 1 < argc) store_ms = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
         else {
@@ -416,7 +465,7 @@ int main(int argc, char** argv) {
                                  "[--open-rate R]\n       skiff-bench-storage --metrics-cost [--rounds R] "
                                  "[--seconds S] [--producers N] [--partitions-many P]\n       skiff-bench-storage "
                                  "--schedule [--rounds R] [--seconds S] [--producers N] [--partitions-many P] "
-                                 "[--store-ms MS]\n");
+                                 "[--store-ms MS]\n       skiff-bench-storage --restore [--store-ms MS]\n");
             return 2;
         }
     }
@@ -432,6 +481,15 @@ int main(int argc, char** argv) {
         // the allocation history, and any extra allocation (a span) shifts them.
         skiff::tune_allocator();
         run_metrics_cost(**r, rounds, producers, seconds, many);
+        return 0;
+    }
+    if (restore) {
+        const int rtt = store_ms == 5 ? 40 : store_ms;
+        std::printf("restore of one partition without and with its manifest, %d ms per store request\n\n", rtt);
+        std::printf("| segments | RTT ms | full LIST ms | LISTs | GETs | manifest ms | LISTs | GETs | manifest bytes | "
+                    "ratio |\n");
+        std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int n : {1000, 10000, 100000}) (*r)->run_until_complete(run_restore_manifest(n, rtt));
         return 0;
     }
     if (schedule) {

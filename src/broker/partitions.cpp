@@ -5,6 +5,7 @@
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/core/hash.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/storage/manifest_format.hpp>
 #include <skiff/runtime/smp.hpp>
 #include <skiff/runtime/when_all.hpp>
 
@@ -71,10 +72,12 @@ runtime::task<result<void, storage::store_error>> remove_prefix(storage::object_
         auto page = co_await store.list(prefix, "", "", 1000, st);
         if (!page) co_return failure{page.error()};
         if (page->objects.empty()) co_return ok();
-        for (auto& o : page->objects) {
-            auto r = co_await store.remove(o.key, st);
-            if (!r) co_return failure{r.error()};
-        }
+        // One request per page on S3 (DeleteObjects), not one per key.
+        std::vector<std::string> keys;
+        keys.reserve(page->objects.size());
+        for (auto& o : page->objects) keys.push_back(std::move(o.key));
+        auto r = co_await store.remove_many(std::move(keys), st);
+        if (!r) co_return failure{r.error()};
     }
 }
 } // namespace
@@ -188,6 +191,11 @@ runtime::task<void> close_and_delete(shard* sh, std::unique_ptr<partition_slot> 
     auto prefix = storage::partition_prefix(sh->cfg().ns, storage::partition_id(topic, p));
     auto r = co_await remove_prefix(*sh->store, prefix, {});
     if (!r) log::warn("deleting {}: {}", prefix, r.error().message);
+    // Its manifests too (written by the close above): a topic created again under this name
+    // must not restore from them.
+    auto meta = storage::manifest_prefix(sh->cfg().ns, storage::partition_id(topic, p));
+    auto rm = co_await remove_prefix(*sh->store, meta, {});
+    if (!rm) log::warn("deleting {}: {}", meta, rm.error().message);
 }
 } // namespace
 
@@ -340,6 +348,9 @@ runtime::task<admin_outcome> create_topic_locked(shard& sh0, std::string name, s
     // reappear in the new one.
     auto cleaned = co_await remove_prefix(*sh0.store, sh0.cfg().ns + "/" + name + "/", {});
     if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
+    // ... and so must its partition manifests (their offsets would restore the new log).
+    auto meta_cleaned = co_await remove_prefix(*sh0.store, storage::manifest_topic_prefix(sh0.cfg().ns, name), {});
+    if (!meta_cleaned) co_return admin_outcome{kerr::kafka_storage_error, meta_cleaned.error().message};
 
     topic_info t;
     t.name = name;
@@ -434,6 +445,9 @@ runtime::task<admin_outcome> create_partitions_locked(shard& sh0, std::string na
         auto prefix = storage::partition_prefix(sh0.cfg().ns, storage::partition_id(name, p));
         auto cleaned = co_await remove_prefix(*sh0.store, prefix, {});
         if (!cleaned) co_return admin_outcome{kerr::kafka_storage_error, cleaned.error().message};
+        auto meta = storage::manifest_prefix(sh0.cfg().ns, storage::partition_id(name, p));
+        auto meta_cleaned = co_await remove_prefix(*sh0.store, meta, {});
+        if (!meta_cleaned) co_return admin_outcome{kerr::kafka_storage_error, meta_cleaned.error().message};
     }
     t.partitions = count;
     auto stored = co_await store_topic(sh0, std::move(t));

@@ -139,6 +139,10 @@ std::string manifest_prefix(const std::string& ns, const partition_id& p) {
     return fmt::format("{}/{}/{}/{}/", ns, meta_dir, p.topic, p.partition);
 }
 
+std::string manifest_topic_prefix(const std::string& ns, std::string_view topic) {
+    return fmt::format("{}/{}/{}/", ns, meta_dir, topic);
+}
+
 std::string manifest_key(const std::string& ns, const partition_id& p, std::int32_t epoch, std::int64_t seq) {
     return fmt::format("{}{}{:010}-{:020}", manifest_prefix(ns, p), name_prefix, epoch, seq);
 }

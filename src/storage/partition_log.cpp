@@ -593,7 +593,7 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
     }
     // Restored without a manifest (or with segments past it): checkpoint soon, so the next
     // restore is cheap.
-    if (s->manifests_on && (r->manifest_covered_end < 0 ? !r->segments.empty() : r->next_offset > r->manifest_covered_end)) {
+    if (s->manifests_on && (r->manifest_covered_end < 0 ? r->report.segments > 0 : r->next_offset > r->manifest_covered_end)) {
         s->changed();
         s->manifest_urgent = true;
     }

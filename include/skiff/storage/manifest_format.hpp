@@ -69,6 +69,8 @@ result<manifest, format_error> decode_manifest(std::span<const char> bytes);
 
 // "{ns}/skiff~meta/{topic}/{partition}/": every manifest of the partition.
 std::string manifest_prefix(const std::string& ns, const partition_id& p);
+// "{ns}/skiff~meta/{topic}/": the manifests of every partition of a topic.
+std::string manifest_topic_prefix(const std::string& ns, std::string_view topic);
 // manifest_prefix + "manifest-{epoch:010}-{seq:020}": keys sort by (epoch, seq), so the last
 // key listed is the newest owner's newest checkpoint.
 std::string manifest_key(const std::string& ns, const partition_id& p, std::int32_t epoch, std::int64_t seq);

@@ -11,6 +11,7 @@
 #include <skiff/storage/memory_store.hpp>
 #include <skiff/storage/partition_log.hpp>
 #include <skiff/storage/record_batch.hpp>
+#include <skiff/storage/segment_format.hpp>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -395,6 +396,75 @@ TEST_CASE("lifecycle: a manifest is written after manifest_every_segments new se
         CHECK(m->segments[1].last == 19);
         CHECK(m->segments[1].max_timestamp == 1'700'000'000'000);
         CHECK(m->segments[1].index_size > 0);
+        co_await log->close();
+    };
+    run_task(t(bucket));
+}
+
+TEST_CASE("lifecycle: a log restored by a full LIST stores a manifest even when nothing is appended",
+          "[storage][lifecycle]") {
+    // Regression: the restored segments were moved into the cache before the check that
+    // marks the log as needing a manifest, so an idle log never got one.
+    auto bucket = std::make_shared<memory_bucket>();
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        io_budget budget(8, nullptr);
+        {
+            memory_store store(b);
+            auto cfg = lifecycle_config();
+            cfg.manifests = false;
+            auto log = co_await open_log(store, budget, pid, cfg);
+            co_await fill(log.get(), 4);
+            co_await log->close();
+        }
+        REQUIRE(manifest_keys(*b).empty());
+        {
+            memory_store store(b);
+            auto log = co_await open_log(store, budget, pid, lifecycle_config());
+            CHECK_FALSE(log->restored().from_manifest);
+            co_await log->close();
+        }
+        REQUIRE(manifest_keys(*b).size() == 1);
+        memory_store store(b);
+        auto log = co_await open_log(store, budget, pid, lifecycle_config());
+        CHECK(log->restored().from_manifest);
+        CHECK(log->restored().manifest_segments == 4);
+        co_await log->close();
+    };
+    run_task(t(bucket));
+}
+
+TEST_CASE("lifecycle: restore of 10,000 segments from a manifest costs two LISTs and two GETs",
+          "[storage][lifecycle]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        for (int i = 0; i < 10'000; ++i) {
+            segment_builder sb(i);
+            auto batch = batch_at(i, 1);
+            REQUIRE(sb.append(std::span<const char>(batch.data(), batch.size())).has_value());
+            auto built = std::move(sb).finish(1'700'000'000'000);
+            b->objects[segment_key(skiff::test::test_ns, pid, i)] = built.kfs;
+            b->objects[index_key(skiff::test::test_ns, pid, i)] = built.index;
+        }
+        io_budget budget(8, nullptr);
+        {
+            memory_store store(b);
+            auto log = co_await open_log(store, budget, pid, lifecycle_config());
+            CHECK(store.stats().lists == 1 + 20); // the manifests' prefix, then 20,000 keys
+            co_await log->close();
+        }
+        memory_store store(b);
+        auto log = co_await open_log(store, budget, pid, lifecycle_config());
+        CHECK(log->restored().from_manifest);
+        CHECK(log->restored().segments == 10'000);
+        CHECK(log->next_offset() == 10'000);
+        CHECK(store.stats().lists == 2);
+        CHECK(store.stats().gets == 2);
+        auto r = co_await log->read(7777, 100);
+        REQUIRE(r.has_value());
+        auto bs = split_batches(std::span<const char>(r->records.data(), r->records.size()));
+        REQUIRE(bs.has_value());
+        REQUIRE_FALSE(bs->empty());
+        CHECK((*bs)[0].base_offset == 7777);
         co_await log->close();
     };
     run_task(t(bucket));
