@@ -5,7 +5,8 @@ request held BENCH_DELAY_MS by s3-fault-proxy, without and with the partition's 
 1. Seeds N segments: a broker with manifests off (--manifest-every-segments 0) on the S3 server
    directly (no delay), one acks=all message at a time, so each message is its own segment.
 2. "full LIST": a broker with manifests off, through the proxy: restore lists every segment.
-3. A broker with manifests on starts and stops cleanly: its close stores the manifest.
+3. A broker with manifests on starts, serves the partition and stops cleanly: its close stores
+   the manifest.
 4. "manifest": a broker with manifests on, through the proxy: restore reads the manifest and
    lists what is newer (nothing).
 Steps 2 and 4 alternate for --rounds rounds. Serving = the first ListOffsets that answers with
@@ -113,10 +114,8 @@ def main():
         seed(args.skiff, endpoint, bucket, ns_man, args.segments, log)
         print(f"seeded 2 x {args.segments} segments in {time.perf_counter() - t:.0f} s", file=sys.stderr)
         # The manifest of ns_man: one clean start and stop with manifests on.
-        proc, port = start(args.skiff, endpoint, bucket, ns_man, True, log)
-        wait_port(port)
-        time.sleep(2)
-        stop(proc)
+        # Served first (the restore by a full LIST has finished), so the stop stores the manifest.
+        time_to_serve(args.skiff, endpoint, bucket, ns_man, args.segments, True, log)
         urllib.request.urlopen(urllib.request.Request(proxy + f"/__proxy/config?delay-ms={delay}", method="POST")).read()
         full, man = [], []
         for _ in range(args.rounds):

@@ -420,7 +420,10 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
     // answers LEADER_NOT_AVAILABLE (retriable) until it is restored.
     for (unsigned c = 0; c < shared.cores; ++c) {
         shard* target = shared.shards[c];
-        co_await runtime::submit_to(c, [target, snap] { return start_catalog(*target, snap); });
+        // A pointer capture: g++ 12 destroys a closure with a non-trivial capture (the
+        // shared_ptr) twice when it is a temporary inside a co_await (routing.hpp).
+        const std::shared_ptr<const catalog>* sp = &snap;
+        co_await runtime::submit_to(c, [target, sp] { return start_catalog(*target, *sp); });
     }
 
     // The Kafka port, on every core.

@@ -138,9 +138,14 @@ def test_ready_follows_restore(t):
     proxy(f"/__proxy/config?fail-rate=1&fail-mode=500&fail-match={match}", "POST")
     try:
         b.start(timeout=90)
-        status, body = get_any(b, "/ready")
-        if status != 503 or "0 of 1 partitions restored" not in body:
-            raise AssertionError(f"/ready with the partition's restore failing: {status} {body}")
+        # The broker listens before its partitions restore: /ready says "restoring" first, then
+        # (its first readiness round) how many are restored.
+        seen = []
+
+        def failing_restore_reported():
+            seen.append(get_any(b, "/ready"))
+            return seen[-1][0] == 503 and "0 of 1 partitions restored" in seen[-1][1]
+        broker.wait_until(failing_restore_reported, 20, f"/ready to report the failing restore (last: {seen[-1:]})")
     finally:
         proxy("/__proxy/config?fail-rate=0", "POST")
     broker.wait_until(lambda: get_any(b, "/ready")[0] == 200, 30, "/ready to turn 200 after S3 recovered")
