@@ -365,9 +365,9 @@ void run_schedule(reactor& r, int rounds, double seconds, int partitions, int pr
     }
 }
 
-task<void> run_restore(int segments, int store_ms) {
+// A bucket holding `segments` one-record segments (and indexes) of `pid`, written directly.
+std::shared_ptr<memory_bucket> seeded_bucket(const partition_id& pid, int segments) {
     auto bucket = std::make_shared<memory_bucket>();
-    partition_id pid("restore", 0);
     std::vector<record> recs;
     recs.emplace_back(std::string("k"), std::string("v"));
     for (int i = 0; i < segments; ++i) {
@@ -378,6 +378,12 @@ task<void> run_restore(int segments, int store_ms) {
         bucket->objects[segment_key("default", pid, i)] = std::move(built.kfs);
         bucket->objects[index_key("default", pid, i)] = std::move(built.index);
     }
+    return bucket;
+}
+
+task<void> run_restore(int segments, int store_ms) {
+    partition_id pid("restore", 0);
+    auto bucket = seeded_bucket(pid, segments);
     memory_store store(bucket);
     store.set_latency(std::chrono::milliseconds(store_ms));
     io_budget budget(64, nullptr);
@@ -395,18 +401,8 @@ task<void> run_restore(int segments, int store_ms) {
 // --restore: a partition of N segments restored with and without its manifest, one after the
 // other on the same bucket, at store_ms per request (docs/benchmarks.md, "Restore").
 task<void> run_restore_manifest(int segments, int store_ms) {
-    auto bucket = std::make_shared<memory_bucket>();
     partition_id pid("restore", 0);
-    std::vector<record> recs;
-    recs.emplace_back(std::string("k"), std::string("v"));
-    for (int i = 0; i < segments; ++i) {
-        segment_builder sb(i);
-        auto b = build_batch(0, recs);
-        (void)sb.append(std::span<const char>(b.data(), b.size()));
-        auto built = std::move(sb).finish(1700000000000);
-        bucket->objects[segment_key("default", pid, i)] = std::move(built.kfs);
-        bucket->objects[index_key("default", pid, i)] = std::move(built.index);
-    }
+    auto bucket = seeded_bucket(pid, segments);
     io_budget budget(64, nullptr);
     log_config cfg;
     cfg.lifecycle_tick = std::chrono::hours(1); // no background check during the measurement

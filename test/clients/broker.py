@@ -22,6 +22,7 @@ it ends (and the kernel kills them if this process dies: PR_SET_PDEATHSIG).
 
 import argparse
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.request
 import uuid
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -68,6 +70,17 @@ def start_fault_proxy(t, delay_ms):
     t.cleanups.append(lambda: (p.kill(), p.wait()))
     wait_until(lambda: os.path.exists(pf) and open(pf).read().strip(), 10, "the fault proxy")
     return "http://127.0.0.1:" + open(pf).read().strip()
+
+
+def metric_counter(b, name, **labels):
+    """The sum of the series of counter `name` on broker b's /metrics whose labels include
+    `labels` (0 when the family is absent)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10) as r:
+        doc = json.load(r)
+    fam = doc.get("counters", {}).get(name)
+    if not fam:
+        return 0
+    return sum(s["value"] for s in fam["series"] if all(s["labels"].get(k) == v for k, v in labels.items()))
 
 
 class BrokerError(AssertionError):

@@ -4,14 +4,18 @@
 
 #include <skiff/runtime/task.hpp>
 #include <skiff/storage/io_budget.hpp>
+#include <skiff/storage/memory_store.hpp>
 #include <skiff/storage/object_store.hpp>
 #include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/segment_format.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
 namespace skiff::test {
@@ -44,6 +48,20 @@ inline runtime::task<std::unique_ptr<storage::partition_log>> open_log(storage::
     INFO((l ? std::string() : l.error().message));
     REQUIRE(l.has_value());
     co_return std::move(*l);
+}
+
+// Writes `count` segments of `pid` straight into the bucket, segment i at base offset i holding
+// batch_for(i) (one record), with their indexes: a long-lived partition without producing it.
+inline void write_segments(storage::memory_bucket& bucket, const storage::partition_id& pid, int count,
+                           const std::function<std::string(int)>& batch_for) {
+    for (int i = 0; i < count; ++i) {
+        storage::segment_builder sb(i);
+        auto batch = batch_for(i);
+        REQUIRE(sb.append(std::span<const char>(batch.data(), batch.size())).has_value());
+        auto built = std::move(sb).finish(1700000000000);
+        bucket.objects[storage::segment_key(test_ns, pid, i)] = std::move(built.kfs);
+        bucket.objects[storage::index_key(test_ns, pid, i)] = std::move(built.index);
+    }
 }
 
 } // namespace skiff::test

@@ -437,14 +437,7 @@ TEST_CASE("lifecycle: restore of 10,000 segments from a manifest costs two LISTs
           "[storage][lifecycle]") {
     auto bucket = std::make_shared<memory_bucket>();
     auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
-        for (int i = 0; i < 10'000; ++i) {
-            segment_builder sb(i);
-            auto batch = batch_at(i, 1);
-            REQUIRE(sb.append(std::span<const char>(batch.data(), batch.size())).has_value());
-            auto built = std::move(sb).finish(1'700'000'000'000);
-            b->objects[segment_key(skiff::test::test_ns, pid, i)] = built.kfs;
-            b->objects[index_key(skiff::test::test_ns, pid, i)] = built.index;
-        }
+        skiff::test::write_segments(*b, pid, 10'000, [](int i) { return batch_at(i, 1); });
         io_budget budget(8, nullptr);
         {
             memory_store store(b);

@@ -520,15 +520,8 @@ TEST_CASE("corrupt and old-format record sets are rejected", "[storage][log]") {
 TEST_CASE("restore of many segments costs the LIST pages and O(1) GETs", "[storage][log]") {
     auto bucket = std::make_shared<memory_bucket>();
     auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
-        // Write 1,500 tiny segments straight into the bucket.
-        for (int i = 0; i < 1500; ++i) {
-            segment_builder sb(i);
-            auto batch = batch_of(i, 1);
-            REQUIRE(sb.append(std::span<const char>(batch.data(), batch.size())).has_value());
-            auto built = std::move(sb).finish(1700000000000);
-            b->objects[segment_key("default", pid, i)] = built.kfs;
-            b->objects[index_key("default", pid, i)] = built.index;
-        }
+        // 1,500 tiny segments straight into the bucket.
+        skiff::test::write_segments(*b, pid, 1500, [](int i) { return batch_of(i, 1); });
         memory_store store(b);
         io_budget budget(8, nullptr);
         auto log = co_await open_log(store, budget, pid, test_config());
