@@ -79,6 +79,9 @@ result<void, std::string> open_store(shard& sh) {
     {
         const std::size_t share = std::max<std::size_t>(cfg.max_buffered_bytes / std::max(1u, sh.shared->cores), 1);
         sh.produce_memory = std::make_shared<runtime::semaphore>(share, "core-produce-memory");
+        // Two lifecycle requests (manifests, retention deletes, checks) at once per core: the
+        // rest of the core's 64 stays with flushes and fetches.
+        sh.background_io = std::make_shared<runtime::semaphore>(2, "lifecycle-io");
         sh.cache_budget = std::make_shared<storage::cache_budget>(
             std::max<std::size_t>(cfg.max_cache_bytes / std::max(1u, sh.shared->cores), 1));
     }

@@ -1,7 +1,7 @@
 // The Kafka request handlers, one file per API or API family under handlers/ (dispatch,
-// produce, fetch, list_offsets, metadata, topics, configs, cluster, producer_ids,
-// leader_epoch, groups). Work on a partition or a group runs on its owning core through
-// routing.hpp. Private to the module.
+// produce, fetch, list_offsets, metadata, topics, configs, delete_records, cluster,
+// producer_ids, leader_epoch, groups). Work on a partition or a group runs on its owning core
+// through routing.hpp. Private to the module.
 #pragma once
 
 #include "connection.hpp"
@@ -65,6 +65,12 @@ std::pair<std::string, std::int32_t> advertised(const request_ctx& ctx);
 // handle_request encodes them.
 runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req);
 runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req);
+// So do the config changes (topics only; they run on core 0, see alter_topic_configs) and
+// DeleteRecords (on each partition's owning core).
+runtime::task<kafka::AlterConfigsResponse> alter_configs(shard& sh, kafka::AlterConfigsRequest req);
+runtime::task<kafka::IncrementalAlterConfigsResponse> incremental_alter_configs(shard& sh,
+                                                                                kafka::IncrementalAlterConfigsRequest req);
+runtime::task<kafka::DeleteRecordsResponse> delete_records(shard& sh, kafka::DeleteRecordsRequest req);
 
 runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffsetsRequest req);
 runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req);
@@ -88,11 +94,11 @@ runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::Descri
 runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGroupsRequest req);
 
 // A topic's configs as reported (CreateTopics v5+, DescribeConfigs): every known config, the
-// value set at creation or else Kafka's default.
+// value set on the topic (CreateTopics, AlterConfigs) or else the default.
 struct effective_config {
     std::string_view name;
     std::string value;
-    bool custom = false; // set at creation (DYNAMIC_TOPIC_CONFIG) rather than DEFAULT_CONFIG
+    bool custom = false; // set on the topic (DYNAMIC_TOPIC_CONFIG) rather than DEFAULT_CONFIG
 };
 std::vector<effective_config> effective_configs(const topic_info& t, const broker_config& cfg);
 inline constexpr std::int8_t dynamic_topic_config = 1, static_broker_config = 4, default_config = 5;

@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <charconv>
-#include <set>
 
 namespace skiff::broker {
 
@@ -45,6 +45,7 @@ storage::log_config log_config_for(const shard& sh, std::string_view topic, cons
     c.retention_ms = policy.retention_ms;
     c.retention_bytes = policy.retention_bytes;
     c.shared_memory = sh.produce_memory;
+    c.background_io = sh.background_io;
     c.shared_cache = sh.cache_budget;
     if (claim) {
         // docs/cluster.md, "Fencing": batches carry the owner's epoch; after an unclean
@@ -340,6 +341,34 @@ runtime::task<void> cluster_catalog_end(shard& sh0, bool changed) {
 } // namespace
 
 namespace {
+bool known_topic_config(std::string_view name) {
+    for (auto& d : topic_config_defaults()) {
+        if (d.name == name) return true;
+    }
+    return false;
+}
+
+// What CreateTopics and AlterConfigs accept (Kafka's LogConfig.validate): known names only, and
+// every value the broker reads must parse (make_topic_policy). delete.retention.ms is checked
+// here although nothing reads it yet: Kafka's LONG, atLeast(0), so a value Kafka would refuse
+// is not stored to surprise a later reader.
+admin_outcome check_topic_configs(const broker_config& cfg, const std::map<std::string, std::string>& configs) {
+    for (auto& [k, v] : configs) {
+        if (!known_topic_config(k)) return admin_outcome{kerr::invalid_config, "unknown topic config '" + k + "'"};
+    }
+    if (auto p = make_topic_policy(configs, broker_policy(cfg)); !p) return admin_outcome{kerr::invalid_config, p.error()};
+    if (auto it = configs.find("delete.retention.ms"); it != configs.end()) {
+        std::int64_t v = -1;
+        auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+        if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0) {
+            return admin_outcome{kerr::invalid_config, "invalid value '" + it->second +
+                                                           "' for topic config 'delete.retention.ms': expected a "
+                                                           "non-negative integer"};
+        }
+    }
+    return admin_outcome{};
+}
+
 runtime::task<admin_outcome> create_topic_locked(shard& sh0, std::string name, std::int32_t partitions, std::map<std::string, std::string> configs, bool validate_only) {
     if (sh0.cat->find(name)) co_return admin_outcome{kerr::topic_already_exists, "topic '" + name + "' already exists"};
     if (validate_only) co_return admin_outcome{};
@@ -370,25 +399,7 @@ runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int
     if (partitions <= 0 || partitions > 10000) {
         co_return admin_outcome{kerr::invalid_partitions, "the partition count must be between 1 and 10000"};
     }
-    std::set<std::string_view> known;
-    for (auto& d : topic_config_defaults()) known.insert(d.name);
-    for (auto& [k, v] : configs) {
-        if (!known.count(k)) co_return admin_outcome{kerr::invalid_config, "unknown topic config '" + k + "'"};
-    }
-    // The values produce validation reads must parse; delete.retention.ms is a non-negative
-    // number of milliseconds (Kafka's LONG, atLeast(0)).
-    if (auto p = make_topic_policy(configs, broker_policy(sh0.cfg())); !p) {
-        co_return admin_outcome{kerr::invalid_config, p.error()};
-    }
-    if (auto it = configs.find("delete.retention.ms"); it != configs.end()) {
-        std::int64_t v = -1;
-        auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-        if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0) {
-            co_return admin_outcome{kerr::invalid_config, "invalid value '" + it->second +
-                                                              "' for topic config 'delete.retention.ms': expected a "
-                                                              "non-negative integer"};
-        }
-    }
+    if (auto bad = check_topic_configs(sh0.cfg(), configs); bad.error != kerr::none) co_return bad;
     auto lock = co_await sh0.catalog_lock.acquire(1);
     if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
     if (!sh0.cfg().clustered()) co_return co_await create_topic_locked(sh0, std::move(name), partitions, std::move(configs), validate_only);
@@ -464,6 +475,106 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
     if (begun.error != kerr::none) co_return begun;
     auto out = co_await create_partitions_locked(sh0, std::move(name), count, validate_only);
     co_await cluster_catalog_end(sh0, out.error == kerr::none);
+    co_return out;
+}
+
+namespace {
+// Kafka's LIST-typed topic configs, the only ones APPEND and SUBTRACT apply to.
+bool list_config(std::string_view name) { return name == "cleanup.policy"; }
+
+std::vector<std::string> list_items(std::string_view value) {
+    std::vector<std::string> out;
+    while (!value.empty()) {
+        const auto comma = value.find(',');
+        std::string_view item = value.substr(0, comma);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        if (!item.empty()) out.emplace_back(item);
+        if (comma == std::string_view::npos) break;
+        value.remove_prefix(comma + 1);
+    }
+    return out;
+}
+
+// The topic's configs after `changes`, or the INVALID_CONFIG that stops them. APPEND and
+// SUBTRACT start from the default when the topic does not set the config, as Kafka does
+// (appending "compact" to an unset cleanup.policy gives "delete,compact").
+result<std::map<std::string, std::string>, admin_outcome> apply_config_changes(
+    const std::map<std::string, std::string>& current, const std::vector<config_change>& changes, bool replace) {
+    std::map<std::string, std::string> next;
+    if (!replace) next = current;
+    for (auto& c : changes) {
+        if (!known_topic_config(c.name)) {
+            return failure{admin_outcome{kerr::invalid_config, "unknown topic config '" + c.name + "'"}};
+        }
+        switch (c.operation) {
+        case config_change::op::set: next[c.name] = c.value; break;
+        case config_change::op::remove: next.erase(c.name); break;
+        case config_change::op::append:
+        case config_change::op::subtract: {
+            if (!list_config(c.name)) {
+                return failure{admin_outcome{kerr::invalid_config,
+                                             "topic config '" + c.name +
+                                                 "' is not a list: APPEND and SUBTRACT apply to cleanup.policy only"}};
+            }
+            std::string base;
+            if (auto it = next.find(c.name); it != next.end()) {
+                base = it->second;
+            } else {
+                for (auto& d : topic_config_defaults()) {
+                    if (d.name == c.name) base = std::string(d.value);
+                }
+            }
+            auto items = list_items(base);
+            for (auto& v : list_items(c.value)) {
+                auto at = std::find(items.begin(), items.end(), v);
+                if (c.operation == config_change::op::append && at == items.end()) items.push_back(v);
+                if (c.operation == config_change::op::subtract && at != items.end()) items.erase(at);
+            }
+            std::string joined;
+            for (auto& v : items) joined += (joined.empty() ? "" : ",") + v;
+            next[c.name] = std::move(joined);
+            break;
+        }
+        }
+    }
+    return next;
+}
+
+runtime::task<admin_outcome> alter_topic_configs_locked(shard& sh0, std::string name, std::vector<config_change> changes,
+                                                        bool replace, bool validate_only) {
+    const topic_info* cur = sh0.cat->find(name);
+    if (!cur) co_return admin_outcome{kerr::unknown_topic_or_partition, "topic '" + name + "' does not exist"};
+    auto next = apply_config_changes(cur->configs, changes, replace);
+    if (!next) co_return next.error();
+    if (auto bad = check_topic_configs(sh0.cfg(), *next); bad.error != kerr::none) co_return bad;
+    // Nothing to store: no PUT, and no catalog version for the other brokers to reload.
+    if (validate_only || *next == cur->configs) co_return admin_outcome{};
+    topic_info t = *cur;
+    t.configs = std::move(*next);
+    std::string described;
+    for (auto& [k, v] : t.configs) described += (described.empty() ? "" : ", ") + k + "=" + v;
+    auto stored = co_await store_topic(sh0, std::move(t));
+    if (stored.error == kerr::none) {
+        log::info("topic {}: configs now {}", name, described.empty() ? std::string("the defaults") : described);
+    }
+    co_return stored;
+}
+} // namespace
+
+runtime::task<admin_outcome> alter_topic_configs(shard& sh0, std::string name, std::vector<config_change> changes,
+                                                 bool replace, bool validate_only) {
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    if (!sh0.cfg().clustered()) {
+        co_return co_await alter_topic_configs_locked(sh0, std::move(name), std::move(changes), replace, validate_only);
+    }
+    // Under the cluster's lock and from the stored catalog: another broker's change of the same
+    // topic is not lost, and IncrementalAlterConfigs applies to what is really stored.
+    auto begun = co_await cluster_catalog_begin(sh0);
+    if (begun.error != kerr::none) co_return begun;
+    auto out = co_await alter_topic_configs_locked(sh0, std::move(name), std::move(changes), replace, validate_only);
+    co_await cluster_catalog_end(sh0, out.error == kerr::none && !validate_only);
     co_return out;
 }
 

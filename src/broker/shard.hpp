@@ -98,6 +98,8 @@ struct shard {
     // This core's share of broker_config::max_buffered_bytes, held by every log of the core
     // (log_config::shared_memory) until the bytes are stored.
     std::shared_ptr<runtime::semaphore> produce_memory;
+    // Lifecycle work's store requests in flight on this core (log_config::background_io).
+    std::shared_ptr<runtime::semaphore> background_io;
     // This core's share of broker_config::max_cache_bytes (log_config::shared_cache).
     std::shared_ptr<storage::cache_budget> cache_budget;
     // Client quotas: this core's view of the broker's meter (set when quotas are configured).
@@ -196,6 +198,20 @@ runtime::task<admin_outcome> create_topic(shard& sh0, std::string name, std::int
                                           std::map<std::string, std::string> configs, bool validate_only);
 runtime::task<admin_outcome> delete_topic(shard& sh0, std::string name);
 runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std::int32_t count, bool validate_only);
+// One change of a topic config; the ops and their codes are IncrementalAlterConfigs'.
+struct config_change {
+    enum class op : std::int8_t { set = 0, remove = 1, append = 2, subtract = 3 };
+    op operation = op::set;
+    std::string name;
+    std::string value; // unused by remove
+};
+// AlterConfigs (`replace`: the topic keeps only `changes`, all sets) and IncrementalAlterConfigs
+// (`changes` applied to the stored configs). The result is checked as CreateTopics checks
+// configs, then stored and installed on every core, so retention applies to open partitions
+// at once. INVALID_CONFIG (unknown name, bad value, APPEND/SUBTRACT of a config that is not a
+// list), UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR; validate_only stores nothing.
+runtime::task<admin_outcome> alter_topic_configs(shard& sh0, std::string name, std::vector<config_change> changes,
+                                                 bool replace, bool validate_only);
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 

@@ -126,6 +126,28 @@ struct partition_log::state {
         ++changes;
     }
 
+    // A permit for one lifecycle request: the shared background slot first (if any), then
+    // the io budget's. Empty when `st` fired or the budget shut down.
+    // Not an aggregate (g++ 12 and aggregates in coroutines: see s3/client.hpp).
+    struct lifecycle_permit {
+        lifecycle_permit() = default;
+        runtime::semaphore::units slot;
+        io_budget::permit permit;
+    };
+    runtime::task<std::optional<lifecycle_permit>> acquire_io(std::stop_token st) {
+        std::optional<lifecycle_permit> out;
+        out.emplace();
+        if (cfg.background_io) {
+            auto u = co_await cfg.background_io->acquire(1, st);
+            if (!u) co_return std::nullopt;
+            out->slot = std::move(*u);
+        }
+        auto p = co_await budget.acquire(io_budget::priority::normal, st);
+        if (!p) co_return std::nullopt;
+        out->permit = std::move(*p);
+        co_return out;
+    }
+
     runtime::task<bool> write_manifest(std::stop_token st);
     runtime::task<void> lifecycle_tick();
     void on_lifecycle_timer();
@@ -264,7 +286,7 @@ runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
         span.set("segments", mf.segments.size());
         span.set("bytes", bytes.size());
     }
-    auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+    auto permit = co_await acquire_io(st);
     if (!permit) co_return false;
     const auto t0 = m.now();
     auto put = co_await store.put(key, std::span<const char>(bytes.data(), bytes.size()), true, st);
@@ -297,7 +319,7 @@ runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
 
 runtime::task<void> partition_log::state::remove_keys(std::vector<std::string> keys, std::stop_token st, bool& ok) {
     ok = false;
-    auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+    auto permit = co_await acquire_io(st);
     if (!permit) co_return;
     const auto n = keys.size();
     const auto t0 = m.now();
@@ -369,7 +391,7 @@ runtime::task<void> partition_log::state::apply_retention(std::stop_token st) {
             if (t < 0) {
                 // Restored by a full LIST: the segment header's flush time (a 32-byte GET)
                 // stands in for the records' largest timestamp.
-                auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+                auto permit = co_await acquire_io(st);
                 if (!permit) co_return;
                 const auto t0 = m.now();
                 auto head = co_await store.get(segment_key(ns, id, base), byte_range::between(0, segment_header_size - 1),
@@ -420,7 +442,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     std::map<std::int64_t, std::uint64_t> idx;
     std::string token;
     for (;;) {
-        auto permit = co_await budget.acquire(io_budget::priority::normal, st);
+        auto permit = co_await acquire_io(st);
         if (!permit) co_return false;
         const auto t0 = m.now();
         auto page = co_await store.list(prefix, "", token, 1000, st);

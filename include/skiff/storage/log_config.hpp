@@ -86,6 +86,10 @@ struct log_config {
     std::chrono::milliseconds delete_delay{60000};
     // How often the background work (manifest, retention, deletes) looks for something to do.
     std::chrono::milliseconds lifecycle_tick{1000};
+    // Store requests of that background work in flight at once across every log sharing it
+    // (the broker: one per core), taken before an io budget permit, so flushes and fetches
+    // always keep the rest of the budget. Null: one request at a time per log, no shared bound.
+    std::shared_ptr<runtime::semaphore> background_io;
 };
 
 enum class append_errc {

@@ -1,7 +1,13 @@
-// DescribeConfigs for topics (their effective configs) and for this broker.
+// DescribeConfigs for topics (their effective configs) and for this broker; AlterConfigs and
+// IncrementalAlterConfigs for topics (core 0 changes the catalog).
 #include "../handlers.hpp"
+#include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+
+#include <map>
+#include <set>
+#include <utility>
 
 namespace skiff::broker {
 
@@ -20,11 +26,14 @@ std::vector<effective_config> effective_configs(const topic_info& t, const broke
     }
     return out;
 }
+namespace {
+constexpr std::int8_t topic_resource = 2, broker_resource = 4;
+} // namespace
+
 // ---- DescribeConfigs ---------------------------------------------------------------------
 
 std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfigsRequest& req) {
     kafka::DescribeConfigsResponse r;
-    constexpr std::int8_t topic_resource = 2, broker_resource = 4;
     for (auto& res : req.resources) {
         kafka::DescribeConfigsResponse::DescribeConfigsResult out;
         out.resource_type = res.resource_type;
@@ -85,6 +94,133 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
         r.results.push_back(std::move(out));
     }
     return respond(r, ctx);
+}
+
+// ---- AlterConfigs, IncrementalAlterConfigs ---------------------------------------------
+
+namespace {
+
+// Refusals of a resource's request before any config is looked at (Kafka's
+// ConfigAdminManager.preprocess and its resource checks); else runs the change on core 0.
+runtime::task<admin_outcome> alter_resource(shard& sh, std::int8_t type, std::string name,
+                                            std::vector<config_change> changes, bool replace, bool validate_only) {
+    if (type == broker_resource) {
+        // Kafka answers INVALID_REQUEST for a broker config that cannot change at runtime
+        // ("Cannot update these configs dynamically"); in skiff none can.
+        co_return admin_outcome{kerr::invalid_request,
+                                "dynamic broker configs are not supported: broker settings are skiff serve flags"};
+    }
+    if (type != topic_resource) {
+        co_return admin_outcome{kerr::invalid_request, "unsupported resource type " + std::to_string(type)};
+    }
+    const std::string* n = &name;
+    std::vector<config_change>* c = &changes;
+    co_return co_await on_core(sh, 0, [n, c, replace, validate_only](shard& sh0) {
+        return alter_topic_configs(sh0, *n, std::move(*c), replace, validate_only);
+    });
+}
+
+// Kafka: a resource named twice in one request is refused (every time it appears).
+template <typename Resources>
+std::set<std::pair<std::int8_t, std::string>> repeated_resources(const Resources& resources) {
+    std::map<std::pair<std::int8_t, std::string>, int> seen;
+    for (auto& res : resources) ++seen[{res.resource_type, res.resource_name}];
+    std::set<std::pair<std::int8_t, std::string>> out;
+    for (auto& [key, n] : seen) {
+        if (n > 1) out.insert(key);
+    }
+    return out;
+}
+
+template <typename Result>
+Result resource_result(std::int8_t type, std::string name, admin_outcome out) {
+    Result res;
+    res.resource_type = type;
+    res.resource_name = std::move(name);
+    res.error_code = out.error;
+    if (out.error == kerr::none) {
+        res.error_message = std::nullopt;
+    } else {
+        res.error_message = std::move(out.message);
+    }
+    return res;
+}
+
+} // namespace
+
+runtime::task<kafka::AlterConfigsResponse> alter_configs(shard& sh, kafka::AlterConfigsRequest req) {
+    kafka::AlterConfigsResponse r;
+    const auto repeated = repeated_resources(req.resources);
+    for (auto& res : req.resources) {
+        admin_outcome out;
+        if (repeated.count({res.resource_type, res.resource_name})) {
+            out = admin_outcome{kerr::invalid_request, "the resource is named twice in the request"};
+        } else {
+            // The configs replace the topic's: what is left out returns to its default. A null
+            // value is left out too (Kafka drops null entries before it validates).
+            std::vector<config_change> changes;
+            for (auto& c : res.configs) {
+                if (!c.value) continue;
+                config_change ch;
+                ch.name = c.name;
+                ch.value = *c.value;
+                changes.push_back(std::move(ch));
+            }
+            std::string name = res.resource_name;
+            out = co_await alter_resource(sh, res.resource_type, std::move(name), std::move(changes), true,
+                                          req.validate_only);
+        }
+        r.responses.push_back(resource_result<kafka::AlterConfigsResponse::AlterConfigsResourceResponse>(
+            res.resource_type, res.resource_name, std::move(out)));
+    }
+    co_return r;
+}
+
+runtime::task<kafka::IncrementalAlterConfigsResponse> incremental_alter_configs(
+    shard& sh, kafka::IncrementalAlterConfigsRequest req) {
+    kafka::IncrementalAlterConfigsResponse r;
+    const auto repeated = repeated_resources(req.resources);
+    for (auto& res : req.resources) {
+        admin_outcome out;
+        std::vector<config_change> changes;
+        std::set<std::string> names;
+        if (repeated.count({res.resource_type, res.resource_name})) {
+            out = admin_outcome{kerr::invalid_request, "the resource is named twice in the request"};
+        }
+        // Malformed operations are INVALID_REQUEST, as Kafka's preprocess answers them;
+        // INVALID_CONFIG is left for what the configs themselves say.
+        for (auto& c : res.configs) {
+            if (out.error != kerr::none) break;
+            if (c.config_operation < 0 || c.config_operation > 3) {
+                out = admin_outcome{kerr::invalid_request, "unknown operation " + std::to_string(c.config_operation) +
+                                                               " for config '" + c.name + "'"};
+                break;
+            }
+            config_change ch;
+            ch.operation = static_cast<config_change::op>(c.config_operation);
+            ch.name = c.name;
+            if (ch.operation != config_change::op::remove) {
+                if (!c.value) {
+                    out = admin_outcome{kerr::invalid_request, "config '" + c.name + "': a null value is allowed with DELETE only"};
+                    break;
+                }
+                ch.value = *c.value;
+            }
+            if (!names.insert(c.name).second) {
+                out = admin_outcome{kerr::invalid_request, "config '" + c.name + "' is named twice"};
+                break;
+            }
+            changes.push_back(std::move(ch));
+        }
+        if (out.error == kerr::none) {
+            std::string name = res.resource_name;
+            out = co_await alter_resource(sh, res.resource_type, std::move(name), std::move(changes), false,
+                                          req.validate_only);
+        }
+        r.responses.push_back(resource_result<kafka::IncrementalAlterConfigsResponse::AlterConfigsResourceResponse>(
+            res.resource_type, res.resource_name, std::move(out)));
+    }
+    co_return r;
 }
 
 } // namespace skiff::broker

@@ -22,7 +22,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 22> apis{{
+constexpr std::array<served_api, 25> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -45,6 +45,9 @@ constexpr std::array<served_api, 22> apis{{
     {api_key::create_partitions, 0, 3},
     {api_key::delete_groups, 0, 2},
     {api_key::describe_cluster, 0, 1},
+    {api_key::delete_records, 0, 2},
+    {api_key::alter_configs, 0, 2},
+    {api_key::incremental_alter_configs, 0, 1},
 }};
 
 const served_api* find_served(std::int16_t key) {
@@ -174,6 +177,21 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::create_partitions: {
         auto req = decode_body<kafka::CreatePartitionsRequest>(body, version);
         co_return co_await handle_create_partitions(ctx, std::move(req));
+    }
+    case api_key::alter_configs: {
+        auto req = decode_body<kafka::AlterConfigsRequest>(body, version);
+        auto r = co_await alter_configs(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::incremental_alter_configs: {
+        auto req = decode_body<kafka::IncrementalAlterConfigsRequest>(body, version);
+        auto r = co_await incremental_alter_configs(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::delete_records: {
+        auto req = decode_body<kafka::DeleteRecordsRequest>(body, version);
+        auto r = co_await delete_records(sh, std::move(req));
+        co_return respond(r, ctx);
     }
     case api_key::describe_configs:
         co_return describe_configs(ctx, decode_body<kafka::DescribeConfigsRequest>(body, version));

@@ -6,6 +6,8 @@
 #include "log_fixtures.hpp"
 #include "run_task.hpp"
 
+#include <skiff/runtime/gate.hpp>
+#include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/storage/manifest_format.hpp>
 #include <skiff/storage/memory_store.hpp>
@@ -461,4 +463,38 @@ TEST_CASE("lifecycle: restore of 10,000 segments from a manifest costs two LISTs
         co_await log->close();
     };
     run_task(t(bucket));
+}
+
+TEST_CASE("lifecycle: logs sharing a background slot send their lifecycle requests one at a time",
+          "[storage][lifecycle]") {
+    auto t = []() -> task<void> {
+        memory_store store;
+        io_budget budget(16, nullptr);
+        auto cfg = lifecycle_config();
+        cfg.background_io = std::make_shared<runtime::semaphore>(1, "test-lifecycle-io");
+        auto a = co_await open_log(store, budget, partition_id("a", 0), cfg);
+        auto b = co_await open_log(store, budget, partition_id("b", 0), cfg);
+        co_await fill(a.get(), 2);
+        co_await fill(b.get(), 2);
+        const auto puts0 = store.stats().puts;
+        store.set_latency(100ms);
+        bool done_a = false, done_b = false;
+        auto cp = [](partition_log* l, bool* done) -> task<void> {
+            (void)co_await l->checkpoint();
+            *done = true;
+        };
+        gate g("checkpoints");
+        (void)g.spawn(cp(a.get(), &done_a));
+        (void)g.spawn(cp(b.get(), &done_b));
+        (void)co_await runtime::sleep(50ms);
+        CHECK(store.stats().puts == puts0 + 1); // the second waits for the slot
+        co_await g.close();
+        CHECK(done_a);
+        CHECK(done_b);
+        CHECK(store.stats().puts == puts0 + 2);
+        store.set_latency(0ms);
+        co_await a->close();
+        co_await b->close();
+    };
+    run_task(t());
 }
