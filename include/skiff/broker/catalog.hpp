@@ -25,7 +25,7 @@ struct topic_info {
     std::string name;
     kafka::uuid id;
     std::int32_t partitions = 0;
-    std::map<std::string, std::string> configs; // only the ones set at creation
+    std::map<std::string, std::string> configs; // only the ones set (CreateTopics, AlterConfigs)
     std::int64_t created_ms = 0;
 };
 
