@@ -291,6 +291,9 @@ runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
     const auto t0 = m.now();
     auto put = co_await store.put(key, std::span<const char>(bytes.data(), bytes.size()), true, st);
     m.store_done(detail::store_op::put, detail::key_kind::manifest, t0, bytes.size(), 0, put ? nullptr : &put.error());
+    // Given back before the old manifests' delete asks for another: two logs of a core each
+    // holding one background slot and waiting for a second would wait forever.
+    permit.reset();
     // The sequence moves on either way: a key is never offered twice with different bytes.
     ++manifest_seq;
     span.set("status", put ? "ok" : to_string(put.error().code));
