@@ -171,6 +171,17 @@ class Broker:
                                   f"connections after {timeout} s")
             time.sleep(0.05)
 
+    def wait_restored(self, timeout=60):
+        """Waits for /ready to answer 200: the broker listens before its partitions are restored
+        (requests for those answer LEADER_NOT_AVAILABLE meanwhile; real clients retry)."""
+        def ok():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/ready", timeout=5) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+        wait_until(ok, timeout, f"broker {self.name}: /ready after the restore")
+
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 

@@ -164,6 +164,7 @@ def test_retention_bytes_set_live(t):
 
     b.stop()  # SIGTERM
     b.start()
+    b.wait_restored()
     ckutil.wait_partitions(b, topic, 1)
     if watermarks(b, topic) != (low, 200):
         raise AssertionError(f"after a restart the watermarks are {watermarks(b, topic)}, expected {(low, 200)}")
@@ -334,6 +335,7 @@ def test_incremental_alter_configs_and_delete_records(t):
     # The answer came once the new start was stored: even a SIGKILL keeps it.
     b.kill()
     b.start()
+    b.wait_restored()
     ckutil.wait_partitions(b, topic, 1)
     if watermarks(b, topic) != (25, 60):
         raise AssertionError(f"after SIGKILL and restart: watermarks {watermarks(b, topic)}, expected (25, 60)")
