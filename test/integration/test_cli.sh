@@ -33,7 +33,9 @@ out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-xyz "$skiff" s3 ls "s3://$S3_BUCKET/" 2
 check "wrong secret: says signature rejected" bash -c "[ $rc -ne 0 ] && grep -qi 'signature' <<<'$out'"
 check "wrong secret: the secret is not printed" bash -c "! grep -q 'wrong-secret-xyz' <<<'$out'"
 check "wrong secret: one line" test "$(wc -l <<<"$out")" -eq 1
-out=$(err s3 ls "s3://$S3_BUCKET/" --s3-endpoint http://127.0.0.1:1 --timeout-ms 1500); rc=$?
+# A deadline well past the retries (about 1.5 s of backoff): on a loaded machine a 1.5 s deadline
+# could end a backoff sleep first and report the deadline instead of the refused connection.
+out=$(err s3 ls "s3://$S3_BUCKET/" --s3-endpoint http://127.0.0.1:1 --timeout-ms 10000); rc=$?
 check "unreachable: says cannot connect" bash -c "[ $rc -ne 0 ] && grep -q 'cannot connect to 127.0.0.1:1' <<<'$out'"
 out=$(err s3 put "s3://$S3_BUCKET/x" /nonexistent/file); rc=$?
 check "unreadable file: non-zero exit" test $rc -ne 0
