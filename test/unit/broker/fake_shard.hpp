@@ -34,6 +34,9 @@ struct fake_shard {
         shared.cfg.log.max_age = 5ms;
         shared.cfg.log.append_timeout = 5s;
         shared.cfg.log.close_timeout = 2s;
+        // Test records carry timestamp 0 (1970): under Kafka's 7-day default the lifecycle
+        // would delete them at its first tick. Tests of retention set it themselves.
+        shared.cfg.retention_ms = -1;
         sh.core = 0;
         sh.shared = &shared;
         auto s = std::make_unique<storage::memory_store>(bucket);
