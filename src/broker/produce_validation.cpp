@@ -95,7 +95,7 @@ result<topic_policy, std::string> make_topic_policy(const std::map<std::string, 
             p.max_message_bytes = *v;
         } else if (name == "cleanup.policy") {
             // A list: "delete", "compact", or both, comma-separated (Kafka's ValidList).
-            bool compact = false;
+            bool compact = false, deletes = false;
             std::string_view rest = value;
             if (trim(rest).empty()) return failure{bad_value(name, value, "expected delete, compact or both")};
             while (!rest.empty()) {
@@ -103,13 +103,16 @@ result<topic_policy, std::string> make_topic_policy(const std::map<std::string, 
                 const std::string_view item = trim(rest.substr(0, comma));
                 if (item == "compact") {
                     compact = true;
-                } else if (item != "delete") {
+                } else if (item == "delete") {
+                    deletes = true;
+                } else {
                     return failure{bad_value(name, value, "each item must be 'delete' or 'compact'")};
                 }
                 if (comma == std::string_view::npos) break;
                 rest.remove_prefix(comma + 1);
             }
             p.compact = compact;
+            p.deletes = deletes;
         } else if (name == "retention.ms" || name == "retention.bytes") {
             // Kafka's LONG, atLeast(-1): -1 keeps everything.
             auto v = parse_long(value);

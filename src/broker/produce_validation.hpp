@@ -29,6 +29,7 @@ struct topic_policy {
     // (12 + batchLength, after any recompression) the log takes.
     std::int64_t max_message_bytes = 1048588;
     bool compact = false;         // cleanup.policy includes "compact": every record needs a key
+    bool deletes = true;          // cleanup.policy includes "delete": retention and DeleteRecords apply
     bool log_append_time = false; // message.timestamp.type=LogAppendTime
     std::int64_t timestamp_difference_max_ms = std::numeric_limits<std::int64_t>::max();
     // compression.type: nullopt = "producer" (kept as sent); else the codec the log stores

@@ -121,6 +121,8 @@ struct partition_log::state {
     std::deque<pending_delete> deletes;
 
     bool manifest_dirty() const noexcept { return changes != changes_stored; }
+    // Wholly below the log start: left the log, its objects waiting for deletion.
+    bool retired(const detail::segment_entry& e) const noexcept { return e.last >= 0 && e.last < log_start; }
     void changed() {
         if (!manifest_dirty()) dirty_since = runtime::reactor::local().now();
         ++changes;
@@ -265,7 +267,7 @@ runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
     mf.partition = id;
     for (const auto& [base, e] : cache.segments()) {
         if (base >= hwm) break;
-        if (e.corrupt || (e.last >= 0 && e.last < log_start)) continue;
+        if (e.corrupt || retired(e)) continue;
         manifest_segment ms;
         ms.base = base;
         // An unknown end (a restored interior segment whose successor was never seen) is
@@ -372,19 +374,16 @@ runtime::task<void> partition_log::state::apply_retention(std::stop_token st) {
     const auto bytes = cfg.retention_bytes;
     if (ms < 0 && bytes < 0) co_return;
     const std::int64_t now = cfg.wall_ms();
+    // The bases, not the entries: the header GET below may change the map.
     std::uint64_t total = 0;
-    for (const auto& [base, e] : cache.segments()) {
-        if (base >= hwm) break;
-        if (e.last >= 0 && e.last < log_start) continue;
-        total += e.kfs_size;
-    }
-    std::int64_t new_start = log_start;
     std::vector<std::int64_t> bases;
     for (const auto& [base, e] : cache.segments()) {
         if (base >= hwm) break;
-        if (e.last >= 0 && e.last < log_start) continue;
+        if (retired(e)) continue;
+        total += e.kfs_size;
         bases.push_back(base);
     }
+    std::int64_t new_start = log_start;
     for (auto base : bases) {
         auto* e = cache.find(base);
         if (!e) break;
@@ -463,7 +462,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     // a leftover.
     std::int64_t first_live = verify_below;
     for (const auto& [base, e] : cache.segments()) {
-        if (!(e.last >= 0 && e.last < log_start)) {
+        if (!retired(e)) {
             first_live = base;
             break;
         }
@@ -471,7 +470,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     std::vector<std::int64_t> missing, no_index;
     for (const auto& [base, e] : cache.segments()) {
         if (base >= verify_below) break;
-        if (e.last >= 0 && e.last < log_start) continue;
+        if (retired(e)) continue;
         if (!kfs.count(base)) missing.push_back(base);
         else if (e.has_index && !idx.count(base)) no_index.push_back(base);
     }

@@ -31,24 +31,6 @@ kafka::error_code delete_error_code(storage::errc c) {
     }
 }
 
-// Kafka deletes records only where cleanup.policy includes "delete" (Partition.
-// deleteRecordsOnLeader): a compacted topic's records go by compaction alone.
-bool deletion_allowed(const topic_info& t) {
-    auto it = t.configs.find("cleanup.policy");
-    if (it == t.configs.end()) return true; // the default is "delete"
-    std::string_view rest = it->second;
-    while (!rest.empty()) {
-        const auto comma = rest.find(',');
-        std::string_view item = rest.substr(0, comma);
-        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-        if (item == "delete") return true;
-        if (comma == std::string_view::npos) break;
-        rest.remove_prefix(comma + 1);
-    }
-    return false;
-}
-
 runtime::task<delete_outcome> delete_on_owner(shard& sh, std::string topic, std::int32_t partition,
                                               std::int64_t offset) {
     delete_outcome out;
@@ -95,7 +77,9 @@ runtime::task<kafka::DeleteRecordsResponse> delete_records(shard& sh, kafka::Del
             pr.low_watermark = -1;
             if (!info || p.partition_index < 0 || p.partition_index >= info->partitions) {
                 pr.error_code = kerr::unknown_topic_or_partition;
-            } else if (!deletion_allowed(*info)) {
+            } else if (!policy_of(sh, t.name).deletes) {
+                // Kafka deletes records only where cleanup.policy includes "delete"
+                // (Partition.deleteRecordsOnLeader): a compacted topic's go by compaction alone.
                 pr.error_code = kerr::policy_violation;
             } else {
                 issued.push_back(where{r.topics.size(), tr.partitions.size()});

@@ -348,7 +348,7 @@ TEST_CASE("DeleteRecords on a topic whose cleanup.policy lacks delete is POLICY_
         auto cat = std::make_shared<catalog>(*f.sh.cat);
         cat->topics["compacted"].configs["cleanup.policy"] = "compact";
         cat->topics["both"].configs["cleanup.policy"] = "compact, delete";
-        f.sh.cat = cat;
+        co_await apply_catalog(f.sh, cat); // as the broker installs a catalog: with its policies
         auto compacted = co_await delete_one(f, "compacted", 0, 0);
         CHECK(compacted.error_code == kerr::policy_violation);
         CHECK(compacted.low_watermark == -1);
