@@ -74,6 +74,9 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
             if (!objs.kfs.count(b)) fp.orphan_index.push_back(b);
         }
         std::int64_t expected_next = -1;
+        // The batches (base -> CRC, length) of the segment reaching furthest so far: a later
+        // segment inside it must be a byte-for-byte copy (a merge's source) to be harmless.
+        std::map<std::int64_t, std::pair<std::uint32_t, std::int32_t>> cover;
         for (auto& [base, size] : objs.kfs) {
             const std::string key = seg_key(ns, fp.topic, fp.partition, base, false);
             auto whole = co_await store.get(key, std::nullopt, {});
@@ -129,8 +132,24 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                     }
                 }
             }
+            if (expected_next >= 0 && base < expected_next) {
+                bool copy = fs.last < expected_next;
+                for (const auto& b : seg->batches) {
+                    if (!copy) break;
+                    auto it = cover.find(b.base_offset);
+                    copy = it != cover.end() && it->second == std::make_pair(b.crc, b.batch_length);
+                }
+                if (copy) {
+                    fp.merged_away.push_back(base);
+                    continue;
+                }
+                fp.overlaps.push_back({base, std::min(expected_next, fs.last + 1) - 1});
+            }
             if (expected_next >= 0 && base > expected_next) fp.gaps.push_back({expected_next, base - 1});
-            if (expected_next >= 0 && base < expected_next) fp.overlaps.push_back({base, expected_next - 1});
+            if (fs.last + 1 > expected_next) {
+                cover.clear();
+                for (const auto& b : seg->batches) cover[b.base_offset] = {b.crc, b.batch_length};
+            }
             expected_next = std::max(expected_next, fs.last + 1);
             fp.segments.push_back(fs);
         }
@@ -151,6 +170,10 @@ std::string format_fsck_report(const fsck_report& r, const std::string& where) {
         for (auto b : p.orphan_index) out += fmt::format("  orphan .index (no .kfs): segment {}\n", b);
         for (auto& g : p.gaps) {
             out += fmt::format("  gap (warning): offsets {}..{} are in no segment; readers skip them\n", g.first, g.last);
+        }
+        for (auto b : p.merged_away) {
+            out += fmt::format("  merged (warning): segment {} is a copy inside an earlier merged segment; its "
+                               "delete is pending\n", b);
         }
         for (auto& o : p.overlaps) {
             out += fmt::format("  overlap: offsets {}..{} are in more than one segment\n", o.first, o.last);

@@ -145,6 +145,9 @@ log_instruments log_instruments::make() {
     m.verify_mismatches[1] = reg.counter("skiff_manifest_verify_mismatches_total",
                                          "Differences between a manifest and the bucket found after restore.",
                                          {{"kind", "unlisted"}});
+    m.verify_mismatches[2] = reg.counter("skiff_manifest_verify_mismatches_total",
+                                         "Differences between a manifest and the bucket found after restore.",
+                                         {{"kind", "merge"}});
     m.manifest_writes = reg.counter("skiff_manifest_writes_total", "Partition manifests written.");
     m.manifest_write_failures = reg.counter("skiff_manifest_write_failures_total",
                                             "Partition manifest writes that failed (retried later).");
@@ -157,6 +160,11 @@ log_instruments log_instruments::make() {
                                     "Objects (segments, indexes, old manifests) deleted from the store.");
     m.delete_failures = reg.counter("skiff_lifecycle_delete_failures_total",
                                     "Batched deletes that failed (tried again on a later tick).");
+    m.merges = reg.counter("skiff_merges_total", "Segment merges stored (small adjacent segments into one).");
+    m.merge_sources = reg.counter("skiff_merge_source_segments_total", "Segments that merges replaced.");
+    m.merge_bytes = reg.counter("skiff_merge_bytes_total", "Bytes of merged .kfs written.", {}, unit::bytes);
+    m.merge_failures = reg.counter("skiff_merge_failures_total",
+                                   "Merges that failed (a GET or PUT failed, or the log changed under them); tried again later.");
     return m;
 }
 

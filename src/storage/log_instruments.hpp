@@ -95,12 +95,15 @@ struct log_instruments {
     metrics::counter restores_from_manifest, manifests_unusable;
     // The background check of a manifest against a full LIST: segments it listed that are
     // gone, and segments in the bucket it did not list.
-    std::array<metrics::counter, 2> verify_mismatches; // missing, unlisted
+    std::array<metrics::counter, 3> verify_mismatches; // missing, unlisted, merge (an interrupted one finished)
 
     // Lifecycle: manifests written, segments and bytes retention (or DeleteRecords) removed,
     // objects deleted, and deletes that failed (retried on the next tick).
     metrics::counter manifest_writes, manifest_write_failures;
     metrics::counter retention_segments, retention_bytes, deleted_objects, delete_failures;
+    // Merging: merges stored, source segments they replaced, bytes written, and merges that
+    // failed (tried again later).
+    metrics::counter merges, merge_sources, merge_bytes, merge_failures;
 
     // Registers on this core's registry when metrics::metrics_enabled(); inert otherwise.
     static log_instruments make();

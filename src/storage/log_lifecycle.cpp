@@ -184,7 +184,8 @@ runtime::task<void> partition_log::state::run_deletes(std::stop_token st) {
         auto& d = deletes.front();
         // Never before a stored manifest says these offsets are gone (without manifests the
         // delete itself is what makes it so).
-        if (d.due > now || (manifests_on && d.last >= persisted_log_start)) co_return;
+        if (d.due > now) co_return;
+        if (manifests_on && (d.merged ? changes_stored < d.after_change : d.last >= persisted_log_start)) co_return;
         bool ok = false;
         co_await remove_keys(d.keys, st, ok);
         if (!ok) co_return;
@@ -228,6 +229,49 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
             break;
         }
     }
+    // A merge that stopped before its manifest: the first source's object grew (the LIST size
+    // is not the manifest's). Its footer says how far it reaches; the sources it covers leave
+    // the log as if the merge had finished (log_merge.cpp).
+    std::vector<std::int64_t> grown;
+    for (const auto& [base, e] : cache.segments()) {
+        if (base >= verify_below) break;
+        if (retired(e) || e.kfs_size == 0) continue;
+        if (auto it = kfs.find(base); it != kfs.end() && it->second > e.kfs_size) grown.push_back(base);
+    }
+    for (auto base : grown) {
+        const std::uint64_t size = kfs[base];
+        if (size < segment_header_size + segment_footer_size) continue;
+        auto permit = co_await acquire_io(st);
+        if (!permit) co_return false;
+        const auto t0 = m.now();
+        auto tail = co_await store.get(segment_key(ns, id, base), byte_range::between(size - segment_footer_size, size - 1), st);
+        m.store_done(detail::store_op::get_range, detail::key_kind::kfs, t0, 0, tail ? tail->data.size() : 0,
+                     tail ? nullptr : &tail.error());
+        if (!tail) co_return false;
+        auto footer = parse_segment_footer(tail->data);
+        auto* e = cache.find(base);
+        if (!footer || !e) continue;
+        auto next = cache.next_base(base);
+        if (!next || footer->last_offset < *next) continue; // grew, but covers nothing served elsewhere
+        std::vector<std::int64_t> covered;
+        std::int64_t max_ts = e->max_timestamp;
+        for (auto it = cache.segments().upper_bound(base); it != cache.segments().end() && it->first <= footer->last_offset; ++it) {
+            covered.push_back(it->first);
+            max_ts = std::max(max_ts, it->second.max_timestamp);
+        }
+        m.verify_mismatches[2].inc();
+        log::warn("partition {}/{}: segment {} already holds offsets up to {} (a merge stopped before its manifest); "
+                  "finishing it", id.topic, id.partition, base, footer->last_offset);
+        detail::segment_entry merged = *e;
+        merged.last = footer->last_offset;
+        merged.kfs_size = size;
+        merged.index.reset(); // loaded again: the stored one may be the merged one
+        merged.index_size = idx.count(base) ? static_cast<std::uint32_t>(idx[base]) : 0;
+        merged.max_timestamp = max_ts;
+        cache.apply_merge(std::move(merged));
+        changed();
+        queue_merged_away(covered);
+    }
     std::vector<std::int64_t> missing, no_index;
     for (const auto& [base, e] : cache.segments()) {
         if (base >= verify_below) break;
@@ -256,8 +300,14 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         changed();
     }
     std::vector<std::string> leftovers;
+    std::vector<std::int64_t> merged_away;
     for (const auto& [base, size] : kfs) {
         if (cache.find(base)) continue;
+        // Inside a served segment: a merge's source whose delete a crash interrupted.
+        if (auto* c = cache.covering(base); c && c->base < base && c->last >= base) {
+            merged_away.push_back(base);
+            continue;
+        }
         if (base < first_live && base < log_start) {
             leftovers.push_back(segment_key(ns, id, base));
             leftovers.push_back(index_key(ns, id, base));
@@ -281,6 +331,12 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     for (const auto& [base, size] : idx) {
         if (!kfs.count(base) && base < first_live && base < log_start) leftovers.push_back(index_key(ns, id, base));
     }
+    if (!merged_away.empty()) {
+        log::info("partition {}/{}: {} segments merged before the restore are still in the bucket; deleting them",
+                  id.topic, id.partition, merged_away.size());
+        queue_merged_away(merged_away);
+        changed();
+    }
     if (!leftovers.empty()) {
         log::info("partition {}/{}: deleting {} objects below the log start left by an interrupted delete",
                   id.topic, id.partition, leftovers.size());
@@ -296,6 +352,7 @@ runtime::task<void> partition_log::state::lifecycle_tick() {
     auto st = gate.stop_token();
     if (!verified) verified = co_await verify(st);
     if (!st.stop_requested()) co_await apply_retention(st);
+    if (!st.stop_requested()) (void)co_await merge_once(st);
     const auto now = runtime::reactor::local().now();
     if (!st.stop_requested() && manifests_on && manifest_dirty() &&
         (manifest_urgent || segments_since_manifest >= cfg.manifest_every_segments ||

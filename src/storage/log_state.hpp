@@ -49,6 +49,10 @@ struct durable_callback {
 struct pending_delete {
     runtime::time_point due;
     std::int64_t last = 0; // the highest offset among them
+    // A merge's sources: their offsets stay in the log (in the merged segment), so the gate
+    // is a manifest stored after the merge (changes_stored >= after_change), not the log start.
+    bool merged = false;
+    std::uint64_t after_change = 0;
     std::vector<std::int64_t> bases;
     std::vector<std::string> keys;
 };
@@ -161,6 +165,16 @@ struct partition_log::state {
     runtime::task<void> run_deletes(std::stop_token st);
     runtime::task<void> remove_keys(std::vector<std::string> keys, std::stop_token st, bool& ok);
     void retire_below(std::int64_t start);
+    // Merging (log_merge.cpp): one group of small adjacent segments per tick.
+    struct merge_group {
+        merge_group() = default;
+        std::vector<std::int64_t> bases;
+        std::uint64_t bytes = 0;
+    };
+    std::optional<merge_group> plan_merge() const;
+    runtime::task<bool> merge_once(std::stop_token st);
+    // The queue entry that deletes merged-away sources once a manifest without them is stored.
+    void queue_merged_away(const std::vector<std::int64_t>& bases);
 
     // Rebuilds a missing .index in the background (restore or the check after it found the
     // .kfs alone); the manifest learns of it.

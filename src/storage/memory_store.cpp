@@ -101,6 +101,7 @@ runtime::task<result<get_result, store_error>> memory_store::get(std::string key
         }
     }
     if (!obj.empty()) out.data = obj.substr(first, last - first + 1);
+    _stats.bytes_read += out.data.size();
     co_return out;
 }
 

@@ -266,6 +266,9 @@ runtime::task<result<read_result, store_error>> partition_log::read(std::int64_t
                                       fmt::format("offset {} is outside [{}, {}]", offset, s.log_start, s.hwm))};
     }
     std::int64_t cur = offset;
+    // Large segments are read in windows (segment_cache::slice_for): about what this read
+    // returns, more when one batch is larger.
+    std::size_t window = std::clamp<std::size_t>(max_bytes, 64 << 10, 8 << 20);
     while (cur < s.hwm && (out.records.empty() || out.records.size() < max_bytes)) {
         auto* seg = s.cache.covering(cur);
         if (!seg) break;
@@ -275,7 +278,7 @@ runtime::task<result<read_result, store_error>> partition_log::read(std::int64_t
         }
         const std::int64_t base = seg->base;
         const bool was_cached = static_cast<bool>(seg->bytes);
-        auto slice = co_await s.cache.slice_for(base, cur, st);
+        auto slice = co_await s.cache.slice_for(base, cur, st, window);
         if (!slice) co_return failure{std::move(slice).error()};
         if (!was_cached) s.cache.prefetch_after(base, s.hwm);
         walk_options wo;
@@ -287,16 +290,37 @@ runtime::task<result<read_result, store_error>> partition_log::read(std::int64_t
         }
         bool full = false;
         std::int64_t next = cur;
+        // Where the batch after the last one taken starts in the object (for remember()).
+        std::uint64_t resume = slice->position + walked->consumed;
         for (auto& b : walked->batches) {
             if (b.base_offset >= s.hwm) break;
             if (!out.records.empty() && out.records.size() + b.size() > max_bytes) {
                 full = true;
+                resume = slice->position + static_cast<std::uint64_t>(b.bytes.data() - slice->body_part.data());
                 break;
             }
             out.records.append(b.bytes.data(), b.bytes.size());
             next = b.next_offset();
         }
+        // The batch cut off at the window's end would not fit either: done, without a GET for it.
+        if (!full && !slice->to_end && !out.records.empty() && walked->pending_batch_size > 0 &&
+            out.records.size() + walked->pending_batch_size > max_bytes) {
+            full = true;
+        }
+        if ((full || !slice->to_end) && next > offset) s.cache.remember(base, next, resume);
         if (full) break;
+        if (!slice->to_end) {
+            // A window of a large segment: go on after its last whole batch, or, when not even
+            // one batch fitted, again with a window that holds it.
+            if (next > cur) {
+                cur = next;
+            } else if (walked->pending_batch_size > window) {
+                window = walked->pending_batch_size + (64 << 10);
+            } else {
+                window *= 2;
+            }
+            continue;
+        }
         // Past the last batch of this segment: continue in the next one.
         auto after = s.cache.next_base(base);
         if (!after) break;

@@ -46,6 +46,18 @@ segment_entry* segment_cache::covering(std::int64_t offset) {
     return it == _segments.end() ? nullptr : &it->second;
 }
 
+void segment_cache::apply_merge(segment_entry merged) {
+    const auto base = merged.base;
+    const auto last = merged.last;
+    std::vector<std::int64_t> gone;
+    for (auto it = _segments.lower_bound(base); it != _segments.end() && it->first <= last; ++it) {
+        gone.push_back(it->first);
+    }
+    for (auto b : gone) erase(b);
+    merged.bytes.reset();
+    _segments.emplace(base, std::move(merged));
+}
+
 std::optional<std::int64_t> segment_cache::next_base(std::int64_t base) const {
     auto after = _segments.upper_bound(base);
     if (after == _segments.end()) return std::nullopt;
@@ -67,6 +79,18 @@ void segment_cache::erase(std::int64_t base) {
     }
     drop_bytes(base);
     _segments.erase(base);
+}
+
+void segment_cache::remember(std::int64_t base, std::int64_t offset, std::uint64_t position) {
+    constexpr std::size_t keep = 256;
+    auto [it, added] = _cursors.insert_or_assign({base, offset}, position);
+    (void)it;
+    if (!added) return;
+    _cursor_order.emplace_back(base, offset);
+    while (_cursor_order.size() > keep) {
+        _cursors.erase(_cursor_order.front());
+        _cursor_order.pop_front();
+    }
 }
 
 void segment_cache::mark_corrupt(std::int64_t base) {
@@ -147,8 +171,29 @@ runtime::task<result<std::shared_ptr<const std::string>, store_error>> segment_c
     co_return index;
 }
 
+bool segment_cache::reaches_end(std::int64_t base, std::uint64_t pos, std::size_t got) const noexcept {
+    auto it = _segments.find(base);
+    if (it == _segments.end() || it->second.kfs_size == 0) return true;
+    const std::uint64_t size = it->second.kfs_size;
+    return pos + got + segment_footer_size >= size;
+}
+
+bool segment_cache::fetch_whole(const segment_entry& e, std::uint64_t pos) const noexcept {
+    if (pos != segment_header_size) return false;
+    // Unknown size or no index: only the whole object can be walked.
+    if (e.kfs_size == 0 || !e.has_index) return true;
+    return e.kfs_size <= std::max<std::uint64_t>(_cfg.cache_bytes / 2, 1);
+}
+
+std::uint64_t segment_cache::range_end(const segment_entry& e, std::uint64_t pos, std::size_t window) noexcept {
+    if (window == 0 || e.kfs_size == 0) return 0;
+    const std::uint64_t body_end = e.kfs_size > segment_footer_size ? e.kfs_size - segment_footer_size : e.kfs_size;
+    const std::uint64_t end = pos + window;
+    return end >= body_end ? 0 : end;
+}
+
 runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::int64_t base, std::int64_t offset,
-                                                                           std::stop_token st) {
+                                                                           std::stop_token st, std::size_t window) {
     auto found = _segments.find(base);
     if (found == _segments.end()) co_return failure{store_error(errc::not_found, fmt::format("no segment {}", base))};
     auto& e = found->second;
@@ -156,14 +201,19 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
         ++_stats.cache_hits;
         _m.cache_hits.inc();
         const auto& b = *e.bytes;
-        co_return segment_slice{e.bytes, std::span<const char>(b.data() + segment_header_size,
-                                                               b.size() - segment_header_size - segment_footer_size)};
+        co_return segment_slice{e.bytes,
+                                std::span<const char>(b.data() + segment_header_size,
+                                                      b.size() - segment_header_size - segment_footer_size),
+                                true, segment_header_size};
     }
     ++_stats.cache_misses;
     _m.cache_misses.inc();
     std::uint64_t pos = segment_header_size;
     std::optional<std::int64_t> entry_offset;
-    if (e.has_index) {
+    if (auto c = _cursors.find({base, offset}); c != _cursors.end()) {
+        pos = c->second;
+        entry_offset = offset;
+    } else if (e.has_index) {
         // `e` is not used after this wait: the entry may be gone when it ends.
         auto idx = co_await load_index(base, st);
         if (idx) {
@@ -183,7 +233,7 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
             if (auto it = _segments.find(base); it != _segments.end()) it->second.has_index = false;
         }
     }
-    auto slice = co_await slice_for_position(base, pos);
+    auto slice = co_await slice_for_position(base, pos, window);
     if (!slice || !entry_offset || pos == segment_header_size) co_return slice;
     if (auto it = _segments.find(base); it != _segments.end() && it->second.bytes && slice->owner == it->second.bytes) {
         co_return slice; // cached whole meanwhile: the whole body, not the range
@@ -202,7 +252,7 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
         it->second.has_index = false;
         it->second.index.reset();
     }
-    co_return co_await slice_for_position(base, segment_header_size);
+    co_return co_await slice_for_position(base, segment_header_size, window);
 }
 
 // The bytes from `pos` to the end of segment `base`: from the cache, from a GET already in
@@ -210,11 +260,17 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for(std::
 // caller's stop token, since other readers may be waiting on it; it is bounded by the
 // store's own deadline.
 runtime::task<result<segment_slice, store_error>> segment_cache::slice_for_position(std::int64_t base,
-                                                                                    std::uint64_t pos) {
+                                                                                    std::uint64_t pos,
+                                                                                    std::size_t window) {
     auto it_seg = _segments.find(base);
     if (it_seg == _segments.end()) co_return failure{store_error(errc::not_found, fmt::format("no segment {}", base))};
-    if (it_seg->second.bytes) co_return make_slice(it_seg->second.bytes, 0, true);
-    const bool whole = pos == segment_header_size;
+    if (it_seg->second.bytes) {
+        auto slice = make_slice(it_seg->second.bytes, 0, true);
+        slice.position = segment_header_size;
+        co_return slice;
+    }
+    const bool whole = fetch_whole(it_seg->second, pos);
+    const std::uint64_t end = whole ? 0 : range_end(it_seg->second, pos, window);
     const auto key = std::make_pair(base, pos);
     if (auto it = _fetches.find(key); it != _fetches.end()) {
         auto slot = it->second;
@@ -223,15 +279,23 @@ runtime::task<result<segment_slice, store_error>> segment_cache::slice_for_posit
         if (!waited) co_return failure{store_error(errc::cancelled, "cancelled")};
         if (!waited->has_value()) co_return failure{waited->error()};
         auto [owner, start] = waited->value();
-        co_return make_slice(owner, start, whole);
+        auto slice = make_slice(owner, start, whole);
+        // The fetch this one joined may have asked for another window: a range that stops
+        // before the segment's body ends is partial (the reader continues after it).
+        if (!whole) slice.to_end = reaches_end(base, pos, owner->size());
+        slice.position = whole ? segment_header_size : pos;
+        co_return slice;
     }
     auto slot = std::make_shared<runtime::oneshot<fetched>>();
     _fetches[key] = slot;
-    auto got = co_await fetch(base, pos, whole, _gate.stop_token());
+    auto got = co_await fetch(base, pos, whole, end, _gate.stop_token());
     slot->set(got);
     _fetches.erase(key);
     if (!got) co_return failure{std::move(got).error()};
-    co_return make_slice(got->first, got->second, whole);
+    auto slice = make_slice(got->first, got->second, whole);
+    if (!whole) slice.to_end = reaches_end(base, pos, got->first->size());
+    slice.position = whole ? segment_header_size : pos;
+    co_return slice;
 }
 
 segment_slice segment_cache::make_slice(const std::shared_ptr<const std::string>& owner, std::size_t start,
@@ -245,9 +309,9 @@ segment_slice segment_cache::make_slice(const std::shared_ptr<const std::string>
 
 // One GET: the whole segment (validated, then cached) or a range from an index position.
 runtime::task<segment_cache::fetched> segment_cache::fetch(std::int64_t base, std::uint64_t pos, bool whole,
-                                                           std::stop_token st) {
+                                                           std::uint64_t end, std::stop_token st) {
     std::optional<byte_range> range;
-    if (!whole) range = byte_range::from(pos);
+    if (!whole) range = end != 0 ? byte_range::between(pos, end - 1) : byte_range::from(pos);
     // One GET under a permit; hedged like a flush PUT (hedge.hpp): a GET slower than the core's
     // recent p99 is sent again and the first answer wins. The losing twin may outlive this frame.
     hedge_attempt<get_result> get_one = [this, key = segment_key(_ns, _id, base), range,
@@ -275,7 +339,10 @@ runtime::task<segment_cache::fetched> segment_cache::fetch(std::int64_t base, st
                                                                      _id.topic, _id.partition, seg.error().message))};
         }
         std::shared_ptr<const std::string> shared = data;
-        if (it != _segments.end() && !it->second.bytes) {
+        // A size other than the entry's is the object before or after a merge replaced it
+        // (the GET crossed the PUT): served to this reader, never cached under the entry.
+        if (it != _segments.end() && !it->second.bytes &&
+            (it->second.kfs_size == 0 || it->second.kfs_size == data->size())) {
             it->second.last = seg->last_offset();
             it->second.kfs_size = data->size();
             it->second.bytes = shared;
@@ -290,6 +357,8 @@ runtime::task<segment_cache::fetched> segment_cache::fetch(std::int64_t base, st
 void segment_cache::prefetch_after(std::int64_t base, std::int64_t hwm) {
     auto next = _segments.upper_bound(base);
     if (next == _segments.end() || next->second.bytes || next->second.corrupt) return;
+    // Too large to cache: it is read in windows when its turn comes.
+    if (!fetch_whole(next->second, segment_header_size)) return;
     if (next->first >= hwm) return;
     if (_fetches.count({next->first, segment_header_size})) return;
     _m.prefetches.inc();

@@ -56,6 +56,11 @@ using segment_map = std::map<std::int64_t, segment_entry>;
 struct segment_slice {
     std::shared_ptr<const std::string> owner;
     std::span<const char> body_part;
+    // False when body_part stops before the segment's end (a window of a large segment): the
+    // reader continues in this segment after the last whole batch.
+    bool to_end = true;
+    // Where body_part starts in the .kfs object.
+    std::uint64_t position = 0;
 };
 
 class segment_cache {
@@ -88,6 +93,15 @@ public:
     segment_entry* covering(std::int64_t offset);
     // The base of the segment after `base`.
     std::optional<std::int64_t> next_base(std::int64_t base) const;
+    // A merge stored `merged` under its first source's key: it replaces that entry (cached
+    // bytes dropped; the new index kept) and the later sources it covers leave the map, so
+    // their offsets are read from the merged object. Readers already holding a source's
+    // bytes keep them.
+    void apply_merge(segment_entry merged);
+    // A reader stopped inside segment `base` before the batch at `offset`, which starts at
+    // `position`: the next read from there starts at that batch instead of at the index entry
+    // below it (with an entry every 100 records, that can be far back in a large segment).
+    void remember(std::int64_t base, std::int64_t offset, std::uint64_t position);
     // A segment whose bytes turned out wrong is never served again.
     void mark_corrupt(std::int64_t base);
     // A repaired index (restore found the .kfs without one).
@@ -96,8 +110,12 @@ public:
     // The bytes of segment `base` from the batch holding `offset`. A missing or unusable
     // index falls back to the whole segment. Errors: the store's (cancelled when `st` fires
     // while loading the index), errc::corrupt for a segment that does not decode.
+    //
+    // A segment larger than half the cache (a merged one) is never fetched whole: a range of
+    // at least `window` bytes from the index position is, so a reader pays for what it reads,
+    // not for the rest of the object on every fetch.
     runtime::task<result<segment_slice, store_error>> slice_for(std::int64_t base, std::int64_t offset,
-                                                                std::stop_token st);
+                                                                std::stop_token st, std::size_t window = 1 << 20);
     // Read-ahead for sequential readers: fetch the segment after `base` (below `hwm`).
     void prefetch_after(std::int64_t base, std::int64_t hwm);
 
@@ -106,9 +124,17 @@ private:
 
     runtime::task<result<std::shared_ptr<const std::string>, store_error>> load_index(std::int64_t base,
                                                                                       std::stop_token st);
-    runtime::task<result<segment_slice, store_error>> slice_for_position(std::int64_t base, std::uint64_t pos);
+    runtime::task<result<segment_slice, store_error>> slice_for_position(std::int64_t base, std::uint64_t pos,
+                                                                         std::size_t window = 0);
     static segment_slice make_slice(const std::shared_ptr<const std::string>& owner, std::size_t start, bool whole);
-    runtime::task<fetched> fetch(std::int64_t base, std::uint64_t pos, bool whole, std::stop_token st);
+    // Whether a read of `e` from `pos` fetches the whole object (then cached) or a range.
+    bool fetch_whole(const segment_entry& e, std::uint64_t pos) const noexcept;
+    // Whether `got` bytes from `pos` reach the end of segment `base`'s body.
+    bool reaches_end(std::int64_t base, std::uint64_t pos, std::size_t got) const noexcept;
+    // The end (exclusive) of a ranged GET from `pos` of at least `window` bytes; 0: to the end.
+    static std::uint64_t range_end(const segment_entry& e, std::uint64_t pos, std::size_t window) noexcept;
+    runtime::task<fetched> fetch(std::int64_t base, std::uint64_t pos, bool whole, std::uint64_t end,
+                                 std::stop_token st);
     runtime::task<void> prefetch(std::int64_t base);
     void cache_insert(std::int64_t base, std::size_t size);
     // Drops the cached bytes of `base` (the entry stays: it is fetched again when read).
@@ -132,6 +158,9 @@ private:
     // One request in flight per object range (segment, position); the others wait on it.
     std::map<std::pair<std::int64_t, std::uint64_t>, std::shared_ptr<runtime::oneshot<fetched>>> _fetches;
     gauge_share _cache_g;
+    // remember(): (base, offset) -> position, the most recent few.
+    std::map<std::pair<std::int64_t, std::int64_t>, std::uint64_t> _cursors;
+    std::deque<std::pair<std::int64_t, std::int64_t>> _cursor_order;
 };
 
 } // namespace skiff::storage::detail

@@ -361,6 +361,15 @@ result<std::int64_t, format_error> segment_builder::append(std::span<const char>
     return base;
 }
 
+result<void, format_error> segment_builder::skip_to(std::int64_t offset) {
+    if (offset < _next) {
+        return failure{format_error(format_errc::invalid,
+                                    fmt::format("skip_to: offset {} is below the next offset {}", offset, _next))};
+    }
+    _next = offset;
+    return ok();
+}
+
 built_segment segment_builder::finish(std::int64_t created_ms) && {
     if (_batches == 0) contract_violation("finish() on an empty segment");
     built_segment out;

@@ -7,6 +7,10 @@
 // that does not fit its segment or has an entry that is not one of its batch starts). With repair, missing or unusable indexes are rebuilt from
 // their segments and uploaded.
 //
+// Segments a merge covered (docs/lifecycle.md, "Merging") are warnings too: a segment whose
+// batches all lie, byte for byte, inside an earlier segment is a merge's source waiting for
+// its delete; readers take a segment's end from the next base, so each offset is read once.
+//
 // Gaps are warnings, not problems: a takeover leaves offsets unused on purpose, and a
 // deposed owner's late segment may land inside such a gap (docs/cluster.md, "Storage");
 // readers skip them. Overlaps are problems: an offset in two segments could be read with
@@ -42,7 +46,8 @@ struct fsck_partition {
     std::vector<std::int64_t> orphan_kfs;      // .kfs without .index (bases)
     std::vector<std::int64_t> orphan_index;    // .index without .kfs (bases)
     std::vector<fsck_gap> gaps;                // warnings: clean() ignores them
-    std::vector<fsck_gap> overlaps;            // offsets claimed by two segments
+    std::vector<fsck_gap> overlaps;            // offsets claimed by two segments with different bytes
+    std::vector<std::int64_t> merged_away;     // warnings: sources a merge already holds (bases)
     std::vector<std::string> corrupt;          // one sentence per corrupt object
     std::vector<std::int64_t> repaired;        // indexes rebuilt and uploaded
     bool clean() const noexcept {

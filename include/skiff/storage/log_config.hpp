@@ -84,6 +84,14 @@ struct log_config {
     // Objects of segments that left the log are deleted this long after (Kafka's
     // file.delete.delay.ms), so a fetch that is reading one is never broken.
     std::chrono::milliseconds delete_delay{60000};
+    // Segment merging (docs/lifecycle.md, "Merging"): adjacent segments smaller than half of
+    // merge_target_bytes are merged, in the same format, into one of at most that size, once
+    // they add up to half of it or the newest of them is older than merge_age. The merged
+    // object replaces the first source under its own key (its bytes start with the source's,
+    // unchanged); the others are deleted like retention's, after a manifest and delete_delay.
+    // 0: no merging.
+    std::uint64_t merge_target_bytes = 0;
+    std::chrono::milliseconds merge_age{600000};
     // How often the background work (manifest, retention, deletes) looks for something to do.
     std::chrono::milliseconds lifecycle_tick{1000};
     // Store requests of that background work in flight at once across every log sharing it

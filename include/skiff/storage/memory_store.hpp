@@ -43,6 +43,7 @@ struct mem_fault_rule {
 struct mem_store_stats {
     std::uint64_t puts = 0, gets = 0, sizes = 0, removes = 0, lists = 0, faults = 0;
     std::int64_t max_concurrent_puts = 0;
+    std::uint64_t bytes_read = 0; // by GETs, ranges as returned
     std::map<std::string, int> gets_by_key;
 };
 

@@ -184,6 +184,11 @@ public:
     // cannot fail). Fails with what the first failing append would have returned.
     result<void, format_error> can_append(std::span<const batch_view> batches) const;
 
+    // The next batch keeps `offset` as its base instead of following the last one: a merge
+    // or a compaction copies batches with their own offsets, gaps and all. `offset` below the
+    // next offset (offsets going back) is invalid.
+    result<void, format_error> skip_to(std::int64_t offset);
+
     std::int64_t base_offset() const noexcept { return _base; }
     std::int64_t next_offset() const noexcept { return _next; }
     std::size_t batch_count() const noexcept { return _batches; }
