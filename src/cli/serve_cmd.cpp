@@ -129,6 +129,12 @@ const flag flags[] = {
     {"manifest-every-segments", kind::number, "N",
      "a partition's manifest is rewritten after this many new segments (0: never)",
      [](const cfg_t& c) { return std::to_string(c.log.manifest_every_segments); }},
+    {"merge-target-bytes", kind::number, "N",
+     "adjacent small segments are merged into segments of about this size (0: no merging)",
+     [](const cfg_t& c) { return std::to_string(c.log.merge_target_bytes); }},
+    {"merge-age-ms", kind::number, "MS",
+     "small segments are merged once the newest of a run is this old, even below half the target",
+     [](const cfg_t& c) { return ms(c.log.merge_age); }},
     {"group-initial-rebalance-delay-ms", kind::number, "MS", "a new group waits this long for more members",
      [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
@@ -354,6 +360,10 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
         cfg.log.manifest_every_segments = static_cast<std::size_t>(n);
         cfg.log.manifests = n > 0;
     }
+    if (auto e = number(s, "merge-target-bytes", 0, 1ll << 30, n)) return failure{*e};
+    if (s.values.count("merge-target-bytes")) cfg.log.merge_target_bytes = static_cast<std::uint64_t>(n);
+    if (auto e = number(s, "merge-age-ms", 0, 7ll * 86400000, n)) return failure{*e};
+    if (s.values.count("merge-age-ms")) cfg.log.merge_age = std::chrono::milliseconds(n);
     if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};

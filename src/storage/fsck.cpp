@@ -133,17 +133,18 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                 }
             }
             if (expected_next >= 0 && base < expected_next) {
-                bool copy = fs.last < expected_next;
+                bool copy = true;
                 for (const auto& b : seg->batches) {
-                    if (!copy) break;
+                    if (!copy || b.base_offset >= expected_next) break;
                     auto it = cover.find(b.base_offset);
                     copy = it != cover.end() && it->second == std::make_pair(b.crc, b.batch_length);
                 }
-                if (copy) {
+                if (copy && fs.last < expected_next) {
                     fp.merged_away.push_back(base);
                     continue;
                 }
-                fp.overlaps.push_back({base, std::min(expected_next, fs.last + 1) - 1});
+                if (copy) fp.copies.push_back({base, expected_next - 1});
+                else fp.overlaps.push_back({base, std::min(expected_next, fs.last + 1) - 1});
             }
             if (expected_next >= 0 && base > expected_next) fp.gaps.push_back({expected_next, base - 1});
             if (fs.last + 1 > expected_next) {
@@ -174,6 +175,10 @@ std::string format_fsck_report(const fsck_report& r, const std::string& where) {
         for (auto b : p.merged_away) {
             out += fmt::format("  merged (warning): segment {} is a copy inside an earlier merged segment; its "
                                "delete is pending\n", b);
+        }
+        for (auto& c : p.copies) {
+            out += fmt::format("  copy (warning): offsets {}..{} are stored twice, byte for byte (a merge cut off "
+                               "before its manifest); read once\n", c.first, c.last);
         }
         for (auto& o : p.overlaps) {
             out += fmt::format("  overlap: offsets {}..{} are in more than one segment\n", o.first, o.last);

@@ -72,6 +72,7 @@ runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
     segments_since_manifest = 0;
     manifest_urgent = false;
     persisted_log_start = std::max(persisted_log_start, mf.log_start);
+    persisted_covered_end = std::max(persisted_covered_end, mf.covered_end);
     manifest_keys.insert(std::upper_bound(manifest_keys.begin(), manifest_keys.end(), key), key);
     // Two are kept: if the newest is unreadable, restore still has the one before.
     if (manifest_keys.size() > 2) {
@@ -352,7 +353,10 @@ runtime::task<void> partition_log::state::lifecycle_tick() {
     auto st = gate.stop_token();
     if (!verified) verified = co_await verify(st);
     if (!st.stop_requested()) co_await apply_retention(st);
-    if (!st.stop_requested()) (void)co_await merge_once(st);
+    // A few merges per tick, so a backlog (merging just turned on, or a burst) drains.
+    for (int i = 0; i < 4 && !st.stop_requested(); ++i) {
+        if (!co_await merge_once(st)) break;
+    }
     const auto now = runtime::reactor::local().now();
     if (!st.stop_requested() && manifests_on && manifest_dirty() &&
         (manifest_urgent || segments_since_manifest >= cfg.manifest_every_segments ||

@@ -24,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 namespace skiff::storage {
 
 namespace {
@@ -44,9 +46,10 @@ struct fetched_segment {
 std::optional<partition_log::state::merge_group> partition_log::state::plan_merge() const {
     const std::uint64_t target = cfg.merge_target_bytes;
     if (target == 0 || fenced || closing) return std::nullopt;
-    // A merge interrupted before any manifest existed would be found by nobody: the first
-    // checkpoint comes first.
-    if (manifests_on && manifest_keys.empty()) return std::nullopt;
+    // A merge cut off by a crash is found by the size its first source has in the LIST and
+    // in the manifest: so the first source must be in a stored manifest (without manifests,
+    // restore lists everything and the next-base rule serves each offset once anyway).
+    const std::int64_t start_below = manifests_on ? persisted_covered_end : std::numeric_limits<std::int64_t>::max();
     const std::uint64_t half = target / 2;
     const auto& segs = cache.segments();
     auto end = segs.lower_bound(hwm);
@@ -69,6 +72,7 @@ std::optional<partition_log::state::merge_group> partition_log::state::plan_merg
             newest_created = -1;
             if (!small) continue;
         }
+        if (g.bases.empty() && it->first >= start_below) break;
         g.bases.push_back(it->first);
         g.bytes += e.kfs_size;
         newest_created = e.created_ms;

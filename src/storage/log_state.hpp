@@ -121,6 +121,9 @@ struct partition_log::state {
     runtime::time_point dirty_since{};
     bool manifest_urgent = false;              // the log start moved: store it before deleting
     std::int64_t persisted_log_start = 0;      // the log start of the newest stored manifest
+    // Segments below this are in a stored manifest, with the sizes it lists: a merge starts only
+    // at one of them, so a crash after its PUT shows as a size the manifest does not know.
+    std::int64_t persisted_covered_end = -1;
     std::int64_t verify_below = -1;            // restored from a manifest covering this much: check it
     std::int64_t retired_below = 0;            // segments ending below this are queued for deletion
     std::deque<detail::pending_delete> deletes;

@@ -59,6 +59,7 @@ runtime::task<result<std::unique_ptr<partition_log>, store_error>> partition_log
     s->report = r->report;
     s->restore_ctx = r->trace;
     s->persisted_log_start = r->log_start;
+    s->persisted_covered_end = r->manifest_covered_end;
     s->retired_below = r->log_start;
     s->manifest_keys = std::move(r->manifest_keys);
     s->manifest_epoch = s->cfg.leader_epoch.value_or(0);

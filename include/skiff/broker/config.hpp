@@ -32,7 +32,13 @@ struct broker_config {
     // partition logs, the catalog and the group coordinator are given it.
     std::string ns = "default";
 
-    storage::log_config log;                    // upload mode, linger, segment size, ...
+    storage::log_config log = default_log_config(); // upload mode, linger, segment size, ...
+    // The storage defaults a broker changes: merging on (docs/lifecycle.md, "Merging").
+    static storage::log_config default_log_config() {
+        storage::log_config c;
+        c.merge_target_bytes = 32u << 20;
+        return c;
+    }
     // The request budget (docs/flush-scheduling.md): segment-upload PUTs per second for the
     // whole broker, shared by every partition and core; 0 = unlimited. And the price the
     // skiff_flush_put_cost_per_gb gauge reports the request cost at (USD per 1,000 PUTs;

@@ -10,6 +10,8 @@
 // Segments a merge covered (docs/lifecycle.md, "Merging") are warnings too: a segment whose
 // batches all lie, byte for byte, inside an earlier segment is a merge's source waiting for
 // its delete; readers take a segment's end from the next base, so each offset is read once.
+// The same holds when the later segment starts inside the earlier one with the same bytes and
+// goes on past it (copies).
 //
 // Gaps are warnings, not problems: a takeover leaves offsets unused on purpose, and a
 // deposed owner's late segment may land inside such a gap (docs/cluster.md, "Storage");
@@ -48,6 +50,10 @@ struct fsck_partition {
     std::vector<fsck_gap> gaps;                // warnings: clean() ignores them
     std::vector<fsck_gap> overlaps;            // offsets claimed by two segments with different bytes
     std::vector<std::int64_t> merged_away;     // warnings: sources a merge already holds (bases)
+    // Warnings: offsets stored twice byte for byte, where a later segment starts inside an
+    // earlier one and goes on past it (the earlier one grew by a merge that a crash cut off
+    // before its manifest). Readers take the earlier one's end from the next base: read once.
+    std::vector<fsck_gap> copies;
     std::vector<std::string> corrupt;          // one sentence per corrupt object
     std::vector<std::int64_t> repaired;        // indexes rebuilt and uploaded
     bool clean() const noexcept {

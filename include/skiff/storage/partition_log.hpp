@@ -35,7 +35,8 @@
 // first, by their largest timestamp or by the partition's bytes); and deletes the objects of
 // segments that left the log once a manifest holding the new log start is stored and
 // delete_delay passed, so a fetch reading one is never broken and a restart never brings one
-// back. After a restore from a manifest it compares the manifest with one full LIST.
+// back. After a restore from a manifest it compares the manifest with one full LIST. It merges
+// runs of small segments into one of about log_config::merge_target_bytes (log_merge.cpp).
 //
 // Observability. Metrics (skiff_flush_*, skiff_store_*, skiff_log_*, skiff_cache_*,
 // skiff_restore_*, and per partition skiff_partition_high_watermark /
