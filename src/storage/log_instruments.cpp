@@ -165,6 +165,14 @@ log_instruments log_instruments::make() {
     m.merge_bytes = reg.counter("skiff_merge_bytes_total", "Bytes of merged .kfs written.", {}, unit::bytes);
     m.merge_failures = reg.counter("skiff_merge_failures_total",
                                    "Merges that failed (a GET or PUT failed, or the log changed under them); tried again later.");
+    m.compactions = reg.counter("skiff_compactions_total", "Compaction passes over a partition's compactable segments.");
+    m.compacted_segments = reg.counter("skiff_compaction_segments_total", "Segments compaction rewrote.");
+    m.compaction_bytes_in = reg.counter("skiff_compaction_read_bytes_total", "Bytes of segments compaction read.", {},
+                                        unit::bytes);
+    m.compaction_records_removed = reg.counter("skiff_compaction_records_removed_total",
+                                               "Records compaction removed (older versions of a key, expired tombstones).");
+    m.compaction_failures = reg.counter("skiff_compaction_failures_total",
+                                        "Compaction passes that stopped (a request failed, or the log changed); tried again later.");
     return m;
 }
 

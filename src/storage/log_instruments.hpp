@@ -104,6 +104,10 @@ struct log_instruments {
     // Merging: merges stored, source segments they replaced, bytes written, and merges that
     // failed (tried again later).
     metrics::counter merges, merge_sources, merge_bytes, merge_failures;
+    // Compaction: passes done, segments rewritten, bytes read, records removed, passes that
+    // failed (tried again after the interval).
+    metrics::counter compactions, compacted_segments, compaction_bytes_in, compaction_records_removed,
+        compaction_failures;
 
     // Registers on this core's registry when metrics::metrics_enabled(); inert otherwise.
     static log_instruments make();

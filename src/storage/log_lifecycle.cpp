@@ -237,7 +237,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     for (const auto& [base, e] : cache.segments()) {
         if (base >= verify_below) break;
         if (retired(e) || e.kfs_size == 0) continue;
-        if (auto it = kfs.find(base); it != kfs.end() && it->second > e.kfs_size) grown.push_back(base);
+        if (auto it = kfs.find(base); it != kfs.end() && it->second != e.kfs_size) grown.push_back(base);
     }
     for (auto base : grown) {
         const std::uint64_t size = kfs[base];
@@ -253,7 +253,14 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         auto* e = cache.find(base);
         if (!footer || !e) continue;
         auto next = cache.next_base(base);
-        if (!next || footer->last_offset < *next) continue; // grew, but covers nothing served elsewhere
+        if (!next || footer->last_offset < *next) {
+            // Rewritten in place (compacted alone): the same offsets, another size.
+            e->kfs_size = size;
+            e->index.reset();
+            e->index_size = idx.count(base) ? static_cast<std::uint32_t>(idx[base]) : 0;
+            changed();
+            continue;
+        }
         std::vector<std::int64_t> covered;
         std::int64_t max_ts = e->max_timestamp;
         for (auto it = cache.segments().upper_bound(base); it != cache.segments().end() && it->first <= footer->last_offset; ++it) {
@@ -353,8 +360,10 @@ runtime::task<void> partition_log::state::lifecycle_tick() {
     auto st = gate.stop_token();
     if (!verified) verified = co_await verify(st);
     if (!st.stop_requested()) co_await apply_retention(st);
-    // A few merges per tick, so a backlog (merging just turned on, or a burst) drains.
-    for (int i = 0; i < 4 && !st.stop_requested(); ++i) {
+    // A compacted log merges as it compacts; other logs merge here, a few merges per tick so a
+    // backlog (merging just turned on, or a burst) drains.
+    const bool compacted = !st.stop_requested() && co_await compact_once(st);
+    for (int i = 0; i < 4 && !compacted && !cfg.compact && !st.stop_requested(); ++i) {
         if (!co_await merge_once(st)) break;
     }
     const auto now = runtime::reactor::local().now();

@@ -175,6 +175,10 @@ struct partition_log::state {
         std::uint64_t bytes = 0;
     };
     std::optional<merge_group> plan_merge() const;
+    // Compaction (log_compact.cpp): one pass over the compactable prefix.
+    runtime::task<bool> compact_once(std::stop_token st);
+    std::int64_t compacted_end = -1;   // the last pass covered the segments below this
+    runtime::time_point last_compaction{};
     runtime::task<bool> merge_once(std::stop_token st);
     // The queue entry that deletes merged-away sources once a manifest without them is stored.
     void queue_merged_away(const std::vector<std::int64_t>& bases);

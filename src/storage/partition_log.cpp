@@ -390,6 +390,14 @@ void partition_log::set_retention(std::int64_t retention_ms, std::int64_t retent
     _s->cfg.retention_bytes = retention_bytes;
 }
 
+void partition_log::set_compaction(bool compact, std::int64_t delete_retention_ms, std::int64_t min_compaction_lag_ms) {
+    auto& c = _s->cfg;
+    if (compact != c.compact) _s->compacted_end = -1;
+    c.compact = compact;
+    c.delete_retention_ms = delete_retention_ms;
+    c.min_compaction_lag_ms = min_compaction_lag_ms;
+}
+
 runtime::task<result<std::int64_t, store_error>> partition_log::delete_records(std::int64_t offset,
                                                                                 std::stop_token st) {
     auto& s = *_s;

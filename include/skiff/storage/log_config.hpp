@@ -92,6 +92,14 @@ struct log_config {
     // 0: no merging.
     std::uint64_t merge_target_bytes = 0;
     std::chrono::milliseconds merge_age{600000};
+    // Compaction (cleanup.policy=compact; docs/lifecycle.md, "Compaction"): keep the latest
+    // record of each key; tombstones go delete_retention_ms after their timestamp; a segment
+    // is compacted only once all its records are min_compaction_lag_ms old. A pass runs at
+    // most every compaction_interval, and only when segments were added since the last one.
+    bool compact = false;
+    std::int64_t delete_retention_ms = 86400000;
+    std::int64_t min_compaction_lag_ms = 0;
+    std::chrono::milliseconds compaction_interval{15000};
     // How often the background work (manifest, retention, deletes) looks for something to do.
     std::chrono::milliseconds lifecycle_tick{1000};
     // Store requests of that background work in flight at once across every log sharing it

@@ -127,6 +127,9 @@ public:
     // Retention (Kafka's retention.ms / retention.bytes, -1 unlimited), applied by the
     // background loop from its next tick on.
     void set_retention(std::int64_t retention_ms, std::int64_t retention_bytes);
+    // Compaction (cleanup.policy includes compact; delete.retention.ms; min.compaction.lag.ms),
+    // applied from the next tick on.
+    void set_compaction(bool compact, std::int64_t delete_retention_ms, std::int64_t min_compaction_lag_ms);
     // Kafka's DeleteRecords: the log start moves up to `offset` (-1: the high watermark) and
     // segments wholly below it are deleted after the grace period. Resolves the new log start
     // once a manifest holding it is stored (so a restart keeps it). Errors: invalid_argument
