@@ -135,12 +135,13 @@ runtime::task<result<catalog, storage::store_error>> load_catalog(storage::objec
 }
 
 std::span<const config_default> topic_config_defaults() noexcept {
-    static constexpr std::array<config_default, 13> defaults{{
+    static constexpr std::array<config_default, 14> defaults{{
         {"cleanup.policy", "delete"},
         {"compression.type", "producer"},
         {"delete.retention.ms", "86400000"},
         {"max.message.bytes", "1048588"},
         {"message.timestamp.type", "CreateTime"},
+        {"min.compaction.lag.ms", "0"},
         {"min.insync.replicas", "1"},
         {"retention.bytes", "-1"},
         {"retention.ms", "604800000"},

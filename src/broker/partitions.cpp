@@ -42,8 +42,12 @@ namespace {
 storage::log_config log_config_for(const shard& sh, std::string_view topic, const cluster::claim* claim) {
     storage::log_config c = sh.cfg().log;
     const auto& policy = policy_of(sh, topic);
-    c.retention_ms = policy.retention_ms;
-    c.retention_bytes = policy.retention_bytes;
+    // cleanup.policy=compact alone: nothing leaves by age or size, only older versions of keys.
+    c.retention_ms = policy.deletes ? policy.retention_ms : -1;
+    c.retention_bytes = policy.deletes ? policy.retention_bytes : -1;
+    c.compact = policy.compact;
+    c.delete_retention_ms = policy.delete_retention_ms;
+    c.min_compaction_lag_ms = policy.min_compaction_lag_ms;
     c.shared_memory = sh.produce_memory;
     c.background_io = sh.background_io;
     c.shared_cache = sh.cache_budget;
@@ -239,10 +243,11 @@ void compute_policies(shard& sh, const catalog& snap) {
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
     sh.cat = snap;
     compute_policies(sh, *snap);
-    // AlterConfigs: retention changes reach the open logs at once.
+    // AlterConfigs: retention and compaction changes reach the open logs at once.
     for (auto& [key, slot] : sh.parts) {
         const auto& policy = policy_of(sh, key.first);
-        slot->log->set_retention(policy.retention_ms, policy.retention_bytes);
+        slot->log->set_retention(policy.deletes ? policy.retention_ms : -1, policy.deletes ? policy.retention_bytes : -1);
+        slot->log->set_compaction(policy.compact, policy.delete_retention_ms, policy.min_compaction_lag_ms);
     }
     // Partitions whose topic is gone (or shrank, which Kafka never does): close, delete data.
     std::vector<runtime::task<void>> work;
@@ -349,23 +354,12 @@ bool known_topic_config(std::string_view name) {
 }
 
 // What CreateTopics and AlterConfigs accept (Kafka's LogConfig.validate): known names only, and
-// every value the broker reads must parse (make_topic_policy). delete.retention.ms is checked
-// here although nothing reads it yet: Kafka's LONG, atLeast(0), so a value Kafka would refuse
-// is not stored to surprise a later reader.
+// every value the broker reads must parse (make_topic_policy).
 admin_outcome check_topic_configs(const broker_config& cfg, const std::map<std::string, std::string>& configs) {
     for (auto& [k, v] : configs) {
         if (!known_topic_config(k)) return admin_outcome{kerr::invalid_config, "unknown topic config '" + k + "'"};
     }
     if (auto p = make_topic_policy(configs, broker_policy(cfg)); !p) return admin_outcome{kerr::invalid_config, p.error()};
-    if (auto it = configs.find("delete.retention.ms"); it != configs.end()) {
-        std::int64_t v = -1;
-        auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-        if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0) {
-            return admin_outcome{kerr::invalid_config, "invalid value '" + it->second +
-                                                           "' for topic config 'delete.retention.ms': expected a "
-                                                           "non-negative integer"};
-        }
-    }
     return admin_outcome{};
 }
 

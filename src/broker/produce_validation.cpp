@@ -113,6 +113,11 @@ result<topic_policy, std::string> make_topic_policy(const std::map<std::string, 
             }
             p.compact = compact;
             p.deletes = deletes;
+        } else if (name == "delete.retention.ms" || name == "min.compaction.lag.ms") {
+            // Kafka's LONG, atLeast(0).
+            auto v = parse_long(value);
+            if (!v || *v < 0) return failure{bad_value(name, value, "expected a non-negative integer")};
+            (name == "delete.retention.ms" ? p.delete_retention_ms : p.min_compaction_lag_ms) = *v;
         } else if (name == "retention.ms" || name == "retention.bytes") {
             // Kafka's LONG, atLeast(-1): -1 keeps everything.
             auto v = parse_long(value);

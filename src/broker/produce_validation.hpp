@@ -41,6 +41,10 @@ struct topic_policy {
     // retention.ms / retention.bytes (-1: unlimited): read by the partition log's retention.
     std::int64_t retention_ms = -1;
     std::int64_t retention_bytes = -1;
+    // Compaction (compact = true): tombstones kept this long; records younger than the lag
+    // stay uncompacted (Kafka's delete.retention.ms, min.compaction.lag.ms).
+    std::int64_t delete_retention_ms = 86400000;
+    std::int64_t min_compaction_lag_ms = 0;
 };
 
 // The policy from a topic's configs (only those set on it) over the broker-wide defaults.

@@ -135,6 +135,9 @@ const flag flags[] = {
     {"merge-age-ms", kind::number, "MS",
      "small segments are merged once the newest of a run is this old, even below half the target",
      [](const cfg_t& c) { return ms(c.log.merge_age); }},
+    {"compaction-interval-ms", kind::number, "MS",
+     "a compacted topic's partition is compacted at most this often (when it has new segments)",
+     [](const cfg_t& c) { return ms(c.log.compaction_interval); }},
     {"group-initial-rebalance-delay-ms", kind::number, "MS", "a new group waits this long for more members",
      [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
@@ -364,6 +367,8 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("merge-target-bytes")) cfg.log.merge_target_bytes = static_cast<std::uint64_t>(n);
     if (auto e = number(s, "merge-age-ms", 0, 7ll * 86400000, n)) return failure{*e};
     if (s.values.count("merge-age-ms")) cfg.log.merge_age = std::chrono::milliseconds(n);
+    if (auto e = number(s, "compaction-interval-ms", 0, 86400000, n)) return failure{*e};
+    if (s.values.count("compaction-interval-ms")) cfg.log.compaction_interval = std::chrono::milliseconds(n);
     if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};
