@@ -237,26 +237,10 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
                 co_return false;
             }
         }
-        for (auto base : group) {
-            auto* e = cache.find(base);
-            if (!e || retired(*e)) {
-                fail("a source left the log during compaction");
-                co_return false;
-            }
+        if (!adopt_rewrite(group, built.meta, kfs, idx, created)) {
+            fail("a source left the log during compaction");
+            co_return false;
         }
-        detail::segment_entry merged;
-        merged.base = first;
-        merged.last = built.meta.last_offset;
-        merged.kfs_size = kfs->size();
-        merged.has_index = true;
-        merged.index_size = static_cast<std::uint32_t>(idx->size());
-        merged.index = idx;
-        merged.max_timestamp = built.meta.max_timestamp;
-        merged.created_ms = created;
-        cache.apply_merge(std::move(merged));
-        changed();
-        manifest_urgent = true;
-        queue_merged_away(std::vector<std::int64_t>(group.begin() + 1, group.end()));
         for (auto base : group) kept_bytes.erase(base);
         bytes_out += kfs->size();
         removed += group_removed;

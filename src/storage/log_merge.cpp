@@ -81,6 +81,29 @@ std::optional<partition_log::state::merge_group> partition_log::state::plan_merg
     return std::nullopt;
 }
 
+bool partition_log::state::adopt_rewrite(const std::vector<std::int64_t>& sources, const segment_meta& meta,
+                                         const std::shared_ptr<const std::string>& kfs,
+                                         const std::shared_ptr<const std::string>& index, std::int64_t created_ms) {
+    for (auto base : sources) {
+        auto* e = cache.find(base);
+        if (!e || retired(*e)) return false;
+    }
+    detail::segment_entry merged;
+    merged.base = sources.front();
+    merged.last = meta.last_offset;
+    merged.kfs_size = kfs->size();
+    merged.has_index = true;
+    merged.index_size = static_cast<std::uint32_t>(index->size());
+    merged.index = index;
+    merged.max_timestamp = meta.max_timestamp;
+    merged.created_ms = created_ms;
+    cache.apply_merge(std::move(merged));
+    changed();
+    manifest_urgent = true;
+    queue_merged_away(std::vector<std::int64_t>(sources.begin() + 1, sources.end()));
+    return true;
+}
+
 void partition_log::state::queue_merged_away(const std::vector<std::int64_t>& bases) {
     if (bases.empty()) return;
     detail::pending_delete d;
@@ -195,28 +218,11 @@ runtime::task<bool> partition_log::state::merge_once(std::stop_token st) {
         }
         co_return false;
     }
-    // The log may have moved while the PUTs were out (DeleteRecords retired a source): the
-    // objects are right either way; memory follows only if every source is still served.
-    for (auto base : bases) {
-        auto* e = cache.find(base);
-        if (!e || retired(*e)) {
-            fail("a source left the log during the merge");
-            co_return false;
-        }
+    // The log may have moved while the PUTs were out (DeleteRecords retired a source).
+    if (!adopt_rewrite(bases, built.meta, kfs, index, created)) {
+        fail("a source left the log during the merge");
+        co_return false;
     }
-    detail::segment_entry merged;
-    merged.base = first;
-    merged.last = built.meta.last_offset;
-    merged.kfs_size = kfs->size();
-    merged.has_index = true;
-    merged.index_size = static_cast<std::uint32_t>(index->size());
-    merged.index = index;
-    merged.max_timestamp = built.meta.max_timestamp;
-    merged.created_ms = created;
-    cache.apply_merge(std::move(merged));
-    changed();
-    manifest_urgent = true;
-    queue_merged_away(std::vector<std::int64_t>(bases.begin() + 1, bases.end()));
     m.merges.inc();
     m.merge_sources.inc(bases.size());
     m.merge_bytes.inc(kfs->size());

@@ -18,6 +18,7 @@
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/storage/partition_log.hpp>
+#include <skiff/storage/segment_format.hpp>
 
 #include <algorithm>
 #include <deque>
@@ -180,6 +181,11 @@ struct partition_log::state {
     std::int64_t compacted_end = -1;   // the last pass covered the segments below this
     runtime::time_point last_compaction{};
     runtime::task<bool> merge_once(std::stop_token st);
+    // A merge or compaction stored `kfs`/`index` under sources.front()'s key: memory follows,
+    // unless a source left the log meanwhile (false; the objects are right either way).
+    bool adopt_rewrite(const std::vector<std::int64_t>& sources, const segment_meta& meta,
+                       const std::shared_ptr<const std::string>& kfs, const std::shared_ptr<const std::string>& index,
+                       std::int64_t created_ms);
     // The queue entry that deletes merged-away sources once a manifest without them is stored.
     void queue_merged_away(const std::vector<std::int64_t>& bases);
 
