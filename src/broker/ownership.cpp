@@ -388,6 +388,14 @@ bool may_acknowledge(const shard& sh, const partition_slot& slot) {
     return now < sh.shared->lease_valid_until_ns.load(std::memory_order_acquire);
 }
 
+bool may_change_bucket(const shard& sh, const partition_slot& slot) {
+    if (!sh.cfg().clustered()) return true;
+    if (slot.released) return false;
+    const auto margin = std::chrono::duration_cast<runtime::duration>(sh.cfg().lease_ttl) / 4;
+    const auto now = steady_ns(runtime::reactor::local().now());
+    return now + margin.count() < sh.shared->lease_valid_until_ns.load(std::memory_order_acquire);
+}
+
 group_coordinator& coordinator_for(shard& sh, std::string_view group) {
     if (!sh.cfg().clustered()) return *sh.groups;
     auto it = sh.slot_groups.find(cluster::group_slot(group));

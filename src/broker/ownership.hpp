@@ -55,6 +55,11 @@ runtime::task<void> cluster_leave(shard* sh0);
 // Whether this broker may still answer "written" for data of `slot`: its lease is provably
 // alive (node.hpp) and it still owns the partition. Always true for a single broker.
 bool may_acknowledge(const shard& sh, const partition_slot& slot);
+// Whether the partition's background work may change the bucket now (a manifest, deletes, a
+// merge, a compaction): one broker always; in cluster mode while the partition is not being
+// released and the lease is proven for a quarter of its TTL more, so the request lands well
+// before another broker can claim the partition (docs/cluster.md, "Fencing").
+bool may_change_bucket(const shard& sh, const partition_slot& slot);
 
 // Cluster mode: the claim under which this core serves (topic, partition), if any.
 const cluster::claim* claim_of(const shard& sh, std::string_view topic, std::int32_t partition);

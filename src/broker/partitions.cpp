@@ -137,6 +137,7 @@ runtime::task<result<partition_slot*, storage::store_error>> local_partition(sha
         // restores the partition again (and sees what the other owner wrote), or finds it is
         // no longer ours.
         raw->log->on_fenced([shp = &sh, key, raw] { (void)shp->background.spawn(drop_fenced(shp, key, raw)); });
+        raw->log->set_owner_check([shp = &sh, raw] { return may_change_bucket(*shp, *raw); });
         sh.parts.emplace(key, std::move(slot));
         co_return raw;
     }

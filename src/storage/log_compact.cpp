@@ -203,6 +203,10 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
         {
             auto permit = co_await acquire_io(st);
             if (!permit) co_return false;
+            if (!may_modify()) {
+                fail("not the owner");
+                co_return false;
+            }
             const auto t0 = m.now();
             auto r = co_await store.remove(index_key(ns, id, first), st);
             m.store_done(detail::store_op::del, detail::key_kind::index, t0, 0, 0, r ? nullptr : &r.error());
@@ -225,6 +229,12 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
             else key = index_key(ns, id, first);
             auto permit = co_await acquire_io(st);
             if (!permit) co_return false;
+            if (!may_modify()) {
+                // The .index is gone: whichever .kfs is stored gets it back.
+                fail("not the owner");
+                spawn_repair(first);
+                co_return false;
+            }
             const auto t0 = m.now();
             auto r = co_await store.put(std::move(key), std::span<const char>(body->data(), body->size()), false, st);
             m.store_done(detail::store_op::put, which == 0 ? detail::key_kind::kfs : detail::key_kind::index, t0,

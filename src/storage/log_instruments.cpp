@@ -173,6 +173,9 @@ log_instruments log_instruments::make() {
                                                "Records compaction removed (older versions of a key, expired tombstones).");
     m.compaction_failures = reg.counter("skiff_compaction_failures_total",
                                         "Compaction passes that stopped (a request failed, or the log changed); tried again later.");
+    m.background_skipped = reg.counter(
+        "skiff_lifecycle_not_owner_total",
+        "Background changes (manifest, deletes, merge, compaction) not made because this broker's lease no longer covered them.");
     return m;
 }
 

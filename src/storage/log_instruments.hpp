@@ -108,6 +108,9 @@ struct log_instruments {
     // failed (tried again after the interval).
     metrics::counter compactions, compacted_segments, compaction_bytes_in, compaction_records_removed,
         compaction_failures;
+    // Background requests not sent because the owner check said this broker may no longer
+    // change the bucket (cluster mode: the lease does not cover them).
+    metrics::counter background_skipped;
 
     // Registers on this core's registry when metrics::metrics_enabled(); inert otherwise.
     static log_instruments make();

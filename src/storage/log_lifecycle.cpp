@@ -16,7 +16,7 @@ namespace skiff::storage {
 // the background loop does); true once a manifest at least this new is stored.
 runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
     auto lock = co_await manifest_lock.acquire(1, st);
-    if (!lock || fenced || !manifests_on) co_return false;
+    if (!lock || !manifests_on || !may_modify()) co_return false;
     const std::uint64_t seen = changes;
     if (seen == changes_stored) co_return true; // another caller stored it meanwhile
     manifest mf;
@@ -87,7 +87,7 @@ runtime::task<bool> partition_log::state::write_manifest(std::stop_token st) {
 runtime::task<void> partition_log::state::remove_keys(std::vector<std::string> keys, std::stop_token st, bool& ok) {
     ok = false;
     auto permit = co_await acquire_io(st);
-    if (!permit) co_return;
+    if (!permit || !may_modify()) co_return;
     const auto n = keys.size();
     const auto t0 = m.now();
     auto r = co_await store.remove_many(std::move(keys), st);

@@ -207,6 +207,10 @@ runtime::task<bool> partition_log::state::merge_once(std::stop_token st) {
         m.store_done(detail::store_op::put, kind, t0, body->size(), 0, r ? nullptr : &r.error());
         co_return r;
     };
+    if (!may_modify()) {
+        fail("not the owner");
+        co_return false;
+    }
     auto [pk, pi] = co_await runtime::when_all(put_one(segment_key(ns, id, first), kfs, detail::key_kind::kfs, st),
                                                put_one(index_key(ns, id, first), index, detail::key_kind::index, st));
     if (!pk || !pi) {

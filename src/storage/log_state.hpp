@@ -98,6 +98,19 @@ struct partition_log::state {
     bool closing = false;
     bool fenced = false;
     std::function<void()> on_fenced;
+    // Asked before every request of the background work that changes the bucket (manifest,
+    // deletes, merge and compaction writes): in cluster mode, whether this broker's lease
+    // still covers such a request, so a deposed owner never merges, compacts or deletes what
+    // the next owner serves (partition_log.hpp, set_owner_check).
+    std::function<bool()> owner_check;
+    bool may_modify() {
+        if (fenced) return false;
+        if (owner_check && !owner_check()) {
+            m.background_skipped.inc();
+            return false;
+        }
+        return true;
+    }
 
     // Metrics (inert when metrics were off at open); the parts below hold shares of its
     // gauges. The partition's own callback gauges are the last members (removed first).

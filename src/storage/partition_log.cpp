@@ -435,6 +435,7 @@ std::int64_t partition_log::log_start_offset() const noexcept { return _s->log_s
 std::int64_t partition_log::next_offset() const noexcept { return _s->next_offset; }
 bool partition_log::fenced() const noexcept { return _s->fenced; }
 void partition_log::on_fenced(std::function<void()> fn) { _s->on_fenced = std::move(fn); }
+void partition_log::set_owner_check(std::function<bool()> fn) { _s->owner_check = std::move(fn); }
 const restore_report& partition_log::restored() const noexcept { return _s->report; }
 const partition_id& partition_log::id() const noexcept { return _s->id; }
 

@@ -151,6 +151,12 @@ public:
     // not call back into the log synchronously (close() it from a task). Replaces an earlier
     // callback; empty to stop.
     void on_fenced(std::function<void()> fn);
+    // Asked (on this core) before each request of the background work that changes the bucket:
+    // a manifest, a delete, a merge's or a compaction's writes. While it answers false that
+    // work waits for a later tick (counted in skiff_lifecycle_not_owner_total). The broker in
+    // cluster mode answers whether its lease covers the request (docs/cluster.md): only the
+    // fenced owner merges, compacts or deletes. Empty (the default): always allowed.
+    void set_owner_check(std::function<bool()> fn);
     const restore_report& restored() const noexcept;
     log_stats stats() const noexcept;
     const partition_id& id() const noexcept;

@@ -423,3 +423,45 @@ TEST_CASE("merge: a merged segment larger than the cache is read in windows, not
     };
     run_task(t(bucket));
 }
+
+TEST_CASE("merge: a broker whose owner check fails (a deposed owner) merges, deletes and stores nothing until it passes",
+          "[storage][merge][fence]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    auto t = [](std::shared_ptr<memory_bucket> b) -> task<void> {
+        io_budget budget(8, nullptr);
+        memory_store store(b);
+        auto cfg = merge_config();
+        auto log = co_await open_log(store, budget, pid, cfg);
+        co_await fill(log.get(), 40);
+        REQUIRE(co_await log->checkpoint());
+        bool owner = false;
+        int asked = 0;
+        log->set_owner_check([&owner, &asked] {
+            ++asked;
+            return owner;
+        });
+        const auto objects_before = b->objects;
+        // DeleteRecords moves the start here, but without a stored manifest nothing is deleted.
+        auto dr = co_await log->delete_records(100);
+        CHECK_FALSE(dr.has_value());
+        CHECK(log->log_start_offset() == 100);
+        (void)co_await runtime::sleep(100ms);
+        CHECK(asked > 0);
+        const bool unchanged = b->objects == objects_before;
+        CHECK(unchanged);
+        CHECK(count_kfs(*b) == 40);
+
+        // The lease is proven again: the backlog merges and the retired segments go.
+        owner = true;
+        const bool settled = co_await settle(*b, 10);
+        CHECK(settled);
+        CHECK_FALSE(b->objects.count(segment_key(test_ns, pid, 0)));
+        auto got = values(co_await read_all(log.get()));
+        CHECK(got == expected(100, 400));
+        co_await log->close();
+        auto report = co_await check(b);
+        INFO(format_fsck_report(report, "mem"));
+        CHECK(report.clean());
+    };
+    run_task(t(bucket));
+}
