@@ -82,6 +82,8 @@ result<void, std::string> open_store(shard& sh) {
         // Two lifecycle requests (manifests, retention deletes, checks) at once per core: the
         // rest of the core's 64 stays with flushes and fetches.
         sh.background_io = std::make_shared<runtime::semaphore>(2, "lifecycle-io");
+        // One compaction pass at a time per core: its key map is bounded by compaction_map_bytes.
+        sh.compaction_slots = std::make_shared<runtime::semaphore>(1, "compaction");
         sh.cache_budget = std::make_shared<storage::cache_budget>(
             std::max<std::size_t>(cfg.max_cache_bytes / std::max(1u, sh.shared->cores), 1));
     }

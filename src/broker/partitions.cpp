@@ -50,6 +50,7 @@ storage::log_config log_config_for(const shard& sh, std::string_view topic, cons
     c.min_compaction_lag_ms = policy.min_compaction_lag_ms;
     c.shared_memory = sh.produce_memory;
     c.background_io = sh.background_io;
+    c.compaction_slots = sh.compaction_slots;
     c.shared_cache = sh.cache_budget;
     if (claim) {
         // docs/cluster.md, "Fencing": batches carry the owner's epoch; after an unclean

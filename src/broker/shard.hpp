@@ -100,6 +100,8 @@ struct shard {
     std::shared_ptr<runtime::semaphore> produce_memory;
     // Lifecycle work's store requests in flight on this core (log_config::background_io).
     std::shared_ptr<runtime::semaphore> background_io;
+    // Compaction passes at once on this core (log_config::compaction_slots).
+    std::shared_ptr<runtime::semaphore> compaction_slots;
     // This core's share of broker_config::max_cache_bytes (log_config::shared_cache).
     std::shared_ptr<storage::cache_budget> cache_budget;
     // Client quotas: this core's view of the broker's meter (set when quotas are configured).

@@ -138,6 +138,9 @@ const flag flags[] = {
     {"compaction-interval-ms", kind::number, "MS",
      "a compacted topic's partition is compacted at most this often (when it has new segments)",
      [](const cfg_t& c) { return ms(c.log.compaction_interval); }},
+    {"compaction-map-bytes", kind::number, "N",
+     "memory for a compaction pass's key map, per core; more distinct keys are compacted in rounds",
+     [](const cfg_t& c) { return std::to_string(c.log.compaction_map_bytes); }},
     {"group-initial-rebalance-delay-ms", kind::number, "MS", "a new group waits this long for more members",
      [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"log-level", kind::text, "LEVEL", "trace|debug|info|warn|error (default info)"},
@@ -369,6 +372,8 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("merge-age-ms")) cfg.log.merge_age = std::chrono::milliseconds(n);
     if (auto e = number(s, "compaction-interval-ms", 0, 86400000, n)) return failure{*e};
     if (s.values.count("compaction-interval-ms")) cfg.log.compaction_interval = std::chrono::milliseconds(n);
+    if (auto e = number(s, "compaction-map-bytes", 1 << 16, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.values.count("compaction-map-bytes")) cfg.log.compaction_map_bytes = static_cast<std::size_t>(n);
     if (auto e = number(s, "group-initial-rebalance-delay-ms", 0, 300000, n)) return failure{*e};
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};

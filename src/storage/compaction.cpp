@@ -25,7 +25,8 @@ result<void, format_error> key_index::add(const batch_view& batch, std::size_t m
         if (auto it = _latest.find(*r.key); it != _latest.end()) {
             it->second = std::max(it->second, offset);
         } else {
-            _latest.emplace(std::string(*r.key), offset);
+            auto [e, _] = _latest.emplace(std::string(*r.key), offset);
+            if (e->first.capacity() > std::string().capacity()) _key_heap_bytes += e->first.capacity() + 1;
         }
     }
     return ok();
@@ -35,6 +36,19 @@ std::optional<std::int64_t> key_index::latest(std::string_view key) const {
     auto it = _latest.find(key);
     if (it == _latest.end()) return std::nullopt;
     return it->second;
+}
+
+std::size_t key_index::memory_bytes() const noexcept {
+    // A node of an unordered_map: the value, the next pointer and the cached hash; plus one
+    // bucket pointer per entry at load factor 1.
+    constexpr std::size_t node = sizeof(std::pair<const std::string, std::int64_t>) + 2 * sizeof(void*);
+    return _latest.size() * (node + sizeof(void*)) + _key_heap_bytes + _producers.size() * 48;
+}
+
+void key_index::learn_producer(std::int64_t producer_id, std::int64_t base_offset) {
+    if (producer_id < 0) return;
+    auto& last = _producers[producer_id];
+    last = std::max(last, base_offset);
 }
 
 bool key_index::producer_latest(std::int64_t producer_id, std::int64_t base_offset) const {

@@ -3,7 +3,9 @@
 //
 // A pass covers the log's compactable prefix: sealed segments (never the newest) whose records
 // are all older than min.compaction.lag.ms, each first source listed in a stored manifest.
-// Pass 1 reads them and learns each key's latest offset; pass 2 rewrites them in groups of up
+// Pass 1 reads those not compacted yet and learns each key's latest offset, up to the map's
+// memory bound (log_config::compaction_map_bytes; more keys are compacted in rounds, each
+// covering the log up to the last segment it mapped); pass 2 rewrites them in groups of up
 // to the merge target, each group into one segment under its first source's key (a compaction
 // also merges), batches keeping their offsets. The later sources of a group leave the log as
 // a merge's do (log_merge.cpp). A group where nothing goes and nothing merges is left alone.
@@ -55,6 +57,14 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
     }
     if (bases.empty() || !dirty) co_return false;
     last_compaction = now_steady;
+    // One pass at a time per core (the broker shares the slots): its key map is the memory.
+    std::optional<runtime::semaphore::units> slot;
+    if (cfg.compaction_slots) {
+        auto u = co_await cfg.compaction_slots->acquire(1, st);
+        if (!u) co_return false;
+        slot.emplace(std::move(*u));
+        if (fenced || closing) co_return false;
+    }
 
     auto span = metrics::span::root("compaction");
     if (span.active()) {
@@ -95,10 +105,21 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
         return next ? *next : hwm;
     };
 
-    // Pass 1: the latest offset of every key.
+    // Pass 1: the latest offset of every key in the segments not compacted yet (those below
+    // compacted_end hold no key twice, only keys the newer ones may supersede), as many as
+    // the map's bound allows; the pass then covers the log up to the last one mapped.
     key_index index;
+    for (const auto& [producer, base] : compacted_producers) index.learn_producer(producer, base);
     std::uint64_t bytes_in = 0;
-    for (auto base : bases) {
+    bool cut = false;
+    for (std::size_t n = 0; n < bases.size(); ++n) {
+        const auto base = bases[n];
+        if (base < compacted_end) continue;
+        if (index.keys() > 0 && index.memory_bytes() >= cfg.compaction_map_bytes) {
+            bases.resize(n);
+            cut = true;
+            break;
+        }
         auto bytes = co_await bytes_of(base);
         if (!bytes) {
             fail("a GET failed");
@@ -257,10 +278,15 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
         m.compacted_segments.inc(group.size());
     }
     compacted_end = limit_of(bases.back());
+    compacted_producers = index.producers();
+    // Cut short by the map's bound: the next round goes on at the next tick.
+    if (cut) last_compaction = {};
     m.compactions.inc();
     m.compaction_bytes_in.inc(bytes_in);
     m.compaction_records_removed.inc(static_cast<std::uint64_t>(std::max<std::int64_t>(removed, 0)));
     span.set("status", "ok");
+    span.set("covered", bases.size());
+    span.set("cut", cut);
     span.set("keys", index.keys());
     span.set("records", index.records());
     span.set("removed", removed);

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace skiff::storage {
@@ -191,7 +192,9 @@ struct partition_log::state {
     std::optional<merge_group> plan_merge() const;
     // Compaction (log_compact.cpp): one pass over the compactable prefix.
     runtime::task<bool> compact_once(std::stop_token st);
-    std::int64_t compacted_end = -1;   // the last pass covered the segments below this
+    std::int64_t compacted_end = -1;   // the passes so far covered the segments below this
+    // Producers' latest batches as of compacted_end (key_index::learn_producer).
+    std::unordered_map<std::int64_t, std::int64_t> compacted_producers;
     runtime::time_point last_compaction{};
     runtime::task<bool> merge_once(std::stop_token st);
     // A merge or compaction stored `kfs`/`index` under sources.front()'s key: memory follows,

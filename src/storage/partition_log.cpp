@@ -392,7 +392,10 @@ void partition_log::set_retention(std::int64_t retention_ms, std::int64_t retent
 
 void partition_log::set_compaction(bool compact, std::int64_t delete_retention_ms, std::int64_t min_compaction_lag_ms) {
     auto& c = _s->cfg;
-    if (compact != c.compact) _s->compacted_end = -1;
+    if (compact != c.compact) {
+        _s->compacted_end = -1;
+        _s->compacted_producers.clear();
+    }
     c.compact = compact;
     c.delete_retention_ms = delete_retention_ms;
     c.min_compaction_lag_ms = min_compaction_lag_ms;

@@ -44,6 +44,13 @@ public:
     bool producer_latest(std::int64_t producer_id, std::int64_t base_offset) const;
     std::size_t keys() const noexcept { return _latest.size(); }
     std::size_t records() const noexcept { return _records; }
+    // An estimate of the memory the map holds (keys, entries, buckets), to bound a pass.
+    std::size_t memory_bytes() const noexcept;
+    // Producers' latest batches, carried from one pass to the next: a round that does not map
+    // a segment still knows whether its batch is a producer's latest. Batches learned later
+    // (by add) win when newer.
+    void learn_producer(std::int64_t producer_id, std::int64_t base_offset);
+    const std::unordered_map<std::int64_t, std::int64_t>& producers() const noexcept { return _producers; }
 
 private:
     struct hash {
@@ -53,6 +60,7 @@ private:
     std::unordered_map<std::string, std::int64_t, hash, std::equal_to<>> _latest;
     std::unordered_map<std::int64_t, std::int64_t> _producers;
     std::size_t _records = 0;
+    std::size_t _key_heap_bytes = 0; // key bytes outside the strings' inline buffers
 };
 
 // What filter_batch did with one batch.

@@ -100,6 +100,13 @@ struct log_config {
     std::int64_t delete_retention_ms = 86400000;
     std::int64_t min_compaction_lag_ms = 0;
     std::chrono::milliseconds compaction_interval{15000};
+    // The memory a pass's key map may use (Kafka's log.cleaner.dedupe.buffer.size). A log with
+    // more distinct keys is compacted in rounds: each pass maps the keys of as many
+    // not-yet-compacted segments as fit (at least one) and rewrites the log up to there; the
+    // next pass goes on from that point. Passes sharing compaction_slots run one at a time,
+    // so the broker holds at most this much per core.
+    std::size_t compaction_map_bytes = 128u << 20;
+    std::shared_ptr<runtime::semaphore> compaction_slots;
     // How often the background work (manifest, retention, deletes) looks for something to do.
     std::chrono::milliseconds lifecycle_tick{1000};
     // Store requests of that background work in flight at once across every log sharing it
