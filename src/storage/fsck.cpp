@@ -1,3 +1,4 @@
+#include <skiff/storage/compression.hpp>
 #include <skiff/storage/fsck.hpp>
 #include <skiff/storage/index_format.hpp>
 #include <skiff/storage/layout.hpp>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -34,6 +36,54 @@ result<void, format_error> check_index_matches(const index_view& index, const se
         }
     }
     return ok();
+}
+
+// Whether the part of the earlier segment (`cover`, its batches by base offset) within
+// `source`'s range is a compaction of `source`: each of its batches there is one of the
+// source's (same offsets and producer fields, as compaction keeps batch headers) holding a
+// subset of its records, each with the same offset, timestamp, key and value. Batches the
+// compaction dropped are simply absent (all of them, when every record there was superseded).
+bool compacted_from(const std::map<std::int64_t, batch_view>& cover, const segment_view& source) {
+    std::map<std::int64_t, const batch_view*> src;
+    for (const auto& b : source.batches) src.emplace(b.base_offset, &b);
+    if (src.empty()) return false;
+    const std::int64_t first = source.base_offset();
+    const std::int64_t last = source.last_offset();
+    // A batch of the earlier segment starting before the source and reaching into it would
+    // mean other batch boundaries: not a compaction.
+    if (auto it = cover.lower_bound(first); it != cover.begin() && std::prev(it)->second.last_offset() >= first) {
+        return false;
+    }
+    constexpr std::size_t max_uncompressed = 64u << 20;
+    for (auto it = cover.lower_bound(first); it != cover.end() && it->first <= last; ++it) {
+        auto s = src.find(it->first);
+        if (s == src.end()) return false;
+        const auto& a = it->second;
+        const auto& b = *s->second;
+        if (a.last_offset_delta != b.last_offset_delta || a.producer_id != b.producer_id ||
+            a.producer_epoch != b.producer_epoch || a.base_sequence != b.base_sequence ||
+            a.record_count > b.record_count || a.is_control() != b.is_control()) {
+            return false;
+        }
+        if (a.crc == b.crc && a.batch_length == b.batch_length) continue; // kept whole
+        auto ra = decode_records(a, max_uncompressed);
+        auto rb = decode_records(b, max_uncompressed);
+        if (!ra || !rb) return false;
+        std::map<std::int32_t, const record_view*> by_delta;
+        for (const auto& r : rb->records) by_delta.emplace(r.offset_delta, &r);
+        const auto ts = [](const batch_view& batch, const record_view& r) {
+            return batch.log_append_time() ? batch.max_timestamp : batch.base_timestamp + r.timestamp_delta;
+        };
+        for (const auto& r : ra->records) {
+            auto o = by_delta.find(r.offset_delta);
+            if (o == by_delta.end()) return false;
+            const auto& q = *o->second;
+            if (r.key != q.key || r.value != q.value || ts(a, r) != ts(b, q)) return false;
+        }
+    }
+    // No batch of the earlier segment in the range at all: the compaction dropped every one
+    // (each record superseded later), and no offset there has two contents either.
+    return true;
 }
 
 } // namespace
@@ -74,9 +124,11 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
             if (!objs.kfs.count(b)) fp.orphan_index.push_back(b);
         }
         std::int64_t expected_next = -1;
-        // The batches (base -> CRC, length) of the segment reaching furthest so far: a later
-        // segment inside it must be a byte-for-byte copy (a merge's source) to be harmless.
-        std::map<std::int64_t, std::pair<std::uint32_t, std::int32_t>> cover;
+        // The batches of the segment reaching furthest so far: a later segment inside it must
+        // be a byte-for-byte copy (a merge's source) or what it was compacted from to be
+        // harmless.
+        std::map<std::int64_t, batch_view> cover;
+        std::shared_ptr<const std::string> cover_bytes; // what `cover`'s views point into
         for (auto& [base, size] : objs.kfs) {
             const std::string key = seg_key(ns, fp.topic, fp.partition, base, false);
             auto whole = co_await store.get(key, std::nullopt, {});
@@ -137,10 +189,14 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                 for (const auto& b : seg->batches) {
                     if (!copy || b.base_offset >= expected_next) break;
                     auto it = cover.find(b.base_offset);
-                    copy = it != cover.end() && it->second == std::make_pair(b.crc, b.batch_length);
+                    copy = it != cover.end() && it->second.crc == b.crc && it->second.batch_length == b.batch_length;
                 }
                 if (copy && fs.last < expected_next) {
                     fp.merged_away.push_back(base);
+                    continue;
+                }
+                if (!copy && fs.last < expected_next && compacted_from(cover, *seg)) {
+                    fp.compacted_away.push_back(base);
                     continue;
                 }
                 if (copy) fp.copies.push_back({base, expected_next - 1});
@@ -149,7 +205,11 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
             if (expected_next >= 0 && base > expected_next) fp.gaps.push_back({expected_next, base - 1});
             if (fs.last + 1 > expected_next) {
                 cover.clear();
-                for (const auto& b : seg->batches) cover[b.base_offset] = {b.crc, b.batch_length};
+                cover_bytes = std::make_shared<const std::string>(std::move(whole->data));
+                auto again = decode_segment(*cover_bytes, false);
+                if (again) {
+                    for (const auto& b : again->batches) cover[b.base_offset] = b;
+                }
             }
             expected_next = std::max(expected_next, fs.last + 1);
             fp.segments.push_back(fs);
@@ -174,6 +234,10 @@ std::string format_fsck_report(const fsck_report& r, const std::string& where) {
         }
         for (auto b : p.merged_away) {
             out += fmt::format("  merged (warning): segment {} is a copy inside an earlier merged segment; its "
+                               "delete is pending\n", b);
+        }
+        for (auto b : p.compacted_away) {
+            out += fmt::format("  compacted (warning): segment {} is a source inside an earlier compacted segment; its "
                                "delete is pending\n", b);
         }
         for (auto& c : p.copies) {

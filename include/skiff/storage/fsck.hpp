@@ -11,7 +11,9 @@
 // batches all lie, byte for byte, inside an earlier segment is a merge's source waiting for
 // its delete; readers take a segment's end from the next base, so each offset is read once.
 // The same holds when the later segment starts inside the earlier one with the same bytes and
-// goes on past it (copies).
+// goes on past it (copies). A segment a compaction rewrote into an earlier one (same batch
+// headers, fewer records) is a warning as well: a reader taking each segment's end from the
+// next base reads each of its offsets once, in the compacted or the original version.
 //
 // Gaps are warnings, not problems: a takeover leaves offsets unused on purpose, and a
 // deposed owner's late segment may land inside such a gap (docs/cluster.md, "Storage");
@@ -50,6 +52,10 @@ struct fsck_partition {
     std::vector<fsck_gap> gaps;                // warnings: clean() ignores them
     std::vector<fsck_gap> overlaps;            // offsets claimed by two segments with different bytes
     std::vector<std::int64_t> merged_away;     // warnings: sources a merge already holds (bases)
+    // Warnings: sources a compaction already rewrote into an earlier segment (bases): every
+    // batch the earlier one holds in their range has a source batch with the same offsets and
+    // producer fields and no fewer records (compaction keeps batch headers).
+    std::vector<std::int64_t> compacted_away;
     // Warnings: offsets stored twice byte for byte, where a later segment starts inside an
     // earlier one and goes on past it (the earlier one grew by a merge that a crash cut off
     // before its manifest). Readers take the earlier one's end from the next base: read once.

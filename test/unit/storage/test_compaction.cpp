@@ -459,3 +459,56 @@ TEST_CASE("compaction: a key map smaller than the keys compacts in rounds, to th
     };
     run_task(t(bucket));
 }
+
+TEST_CASE("fsck: a source a compaction rewrote into an earlier segment is a warning; other batch headers are an overlap",
+          "[storage][compaction][fsck]") {
+    auto bucket = std::make_shared<memory_bucket>();
+    batch_options o;
+    o.base_timestamp = t0;
+    const std::string b0 = build_batch(0, {rec("x", "0")}, o);
+    const std::string b1 = build_batch(10, {rec("k1", "v1"), rec("k2", "v2")}, o);
+    const std::string b2 = build_batch(12, {rec("k1", "v3")}, o);
+    key_index index;
+    for (const auto* b : {&b1, &b2}) REQUIRE(index.add(view_of(*b), 1 << 20).has_value());
+    auto f1 = filter_batch(view_of(b1), index, compaction_rules{});
+    REQUIRE(f1.has_value());
+    REQUIRE(f1->fate == batch_fate::rewritten);
+    auto put_segment = [&](std::int64_t base, const std::vector<std::string_view>& batches) {
+        segment_builder sb(base);
+        for (auto b : batches) {
+            auto v = parse_batch(std::span<const char>(b.data(), b.size()));
+            REQUIRE(v.has_value());
+            REQUIRE(sb.skip_to(v->base_offset).has_value());
+            REQUIRE(sb.append(std::span<const char>(b.data(), b.size())).has_value());
+        }
+        auto built = std::move(sb).finish(t0);
+        bucket->objects[segment_key(test_ns, pid, base)] = built.kfs;
+        bucket->objects[index_key(test_ns, pid, base)] = built.index;
+    };
+    // The compacted segment under key 0 (offsets 0..12), and its source 10 still waiting for
+    // its delete.
+    put_segment(0, {b0, f1->bytes, b2});
+    put_segment(10, {b1, b2});
+    auto check = [](std::shared_ptr<memory_bucket> b) -> task<fsck_report> {
+        memory_store store(b);
+        auto r = co_await fsck(store, test_ns, false);
+        REQUIRE(r.has_value());
+        co_return std::move(*r);
+    };
+    auto report = run_task(check(bucket));
+    INFO(format_fsck_report(report, "mem"));
+    REQUIRE(report.partitions.size() == 1);
+    CHECK(report.partitions[0].compacted_away == std::vector<std::int64_t>{10});
+    CHECK(report.partitions[0].overlaps.empty());
+    CHECK(report.clean());
+
+    // A "source" whose batch at 10 ends elsewhere is not what the segment was compacted from.
+    const std::string other = build_batch(10, {rec("k1", "v1")}, o);
+    const std::string rest = build_batch(11, {rec("k2", "v2"), rec("k1", "v3")}, o);
+    put_segment(10, {other, rest});
+    auto report2 = run_task(check(bucket));
+    INFO(format_fsck_report(report2, "mem"));
+    CHECK(report2.partitions[0].compacted_away.empty());
+    CHECK_FALSE(report2.partitions[0].overlaps.empty());
+    CHECK_FALSE(report2.clean());
+}
