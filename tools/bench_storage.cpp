@@ -17,6 +17,10 @@
 //   build/tools/skiff-bench-storage --schedule [--rounds R] [--seconds S] [--producers N] [--store-ms MS]
 //   build/tools/skiff-bench-storage --restore [--store-ms MS]   (default 40 ms)
 //   build/tools/skiff-bench-storage --compaction [--rounds R]
+//   build/tools/skiff-bench-storage --compaction-pass [--store-ms MS]   (default 40 ms)
+//
+// --compaction-pass times one whole compaction pass of a partition log (64 segments of 1 MiB)
+// against the in-memory store at 0 and MS per request, its GETs one after another vs 8 ahead.
 //
 // --compaction measures compaction's CPU work per core (compaction.hpp: both passes over the
 // records, the rebuilt batches and the new segment), uncompressed and zstd batches side by
@@ -503,6 +507,101 @@ void run_compaction(int rounds) {
     }
 }
 
+// --compaction-pass (see the top).
+namespace {
+
+std::uint64_t local_counter(std::string_view name) {
+    auto snap = metrics::registry::local().snapshot();
+    for (auto& f : snap.families) {
+        if (f.name != name) continue;
+        std::uint64_t sum = 0;
+        for (auto& series : f.series) sum += series.counter;
+        return sum;
+    }
+    return 0;
+}
+
+struct pass_result {
+    pass_result() = default;
+    double seconds = 0;
+    std::uint64_t gets = 0, puts = 0;
+};
+
+// A partition of `segments` segments of about 1 MiB (100-byte records over 10,000 keys),
+// restored, its manifest stored, then one compaction pass timed from the manifest to the
+// pass's end.
+task<pass_result> run_compaction_pass(int segments, int store_ms, std::size_t read_ahead) {
+    partition_id pid("compact", 0);
+    auto bucket = std::make_shared<memory_bucket>();
+    const std::string value(100, 'v');
+    std::int64_t offset = 0;
+    for (int sidx = 0; sidx < segments; ++sidx) {
+        segment_builder sb(offset);
+        while (sb.body_bytes() < (1u << 20)) {
+            std::vector<record> recs;
+            for (int i = 0; i < 100; ++i) recs.emplace_back(fmt::format("key-{}", (offset + i) * 7919 % 10000), value);
+            batch_options o;
+            o.base_timestamp = 1'700'000'000'000;
+            auto b = build_batch(offset, recs, o);
+            if (!sb.append(std::span<const char>(b.data(), b.size()))) std::abort();
+            offset += 100;
+        }
+        auto base = sb.base_offset();
+        auto built = std::move(sb).finish(1'700'000'000'000);
+        bucket->objects[segment_key("default", pid, base)] = std::move(built.kfs);
+        bucket->objects[index_key("default", pid, base)] = std::move(built.index);
+    }
+    io_budget budget(64, nullptr);
+    log_config cfg;
+    cfg.compact = true;
+    cfg.compaction_interval = 0ms;
+    cfg.compaction_read_ahead = read_ahead;
+    cfg.lifecycle_tick = 5ms;
+    cfg.manifest_interval = std::chrono::hours(1);
+    cfg.manifest_every_segments = 1000000;
+    cfg.merge_target_bytes = 32u << 20;
+    cfg.delete_delay = std::chrono::hours(1); // the deletes after the pass are not measured
+    cfg.wall_ms = [] { return std::int64_t{1'800'000'000'000}; };
+    memory_store store(bucket);
+    auto opened = co_await partition_log::open(store, budget, "default", pid, cfg);
+    if (!opened) throw std::runtime_error(opened.error().message);
+    auto& log = *opened;
+    if (!co_await log->checkpoint()) throw std::runtime_error("no manifest");
+    store.set_latency(std::chrono::milliseconds(store_ms));
+    const auto gets0 = store.stats().gets;
+    const auto puts0 = store.stats().puts;
+    const auto passes0 = local_counter("skiff_compactions_total");
+    const auto t0 = std::chrono::steady_clock::now();
+    while (local_counter("skiff_compactions_total") == passes0) (void)co_await runtime::sleep(1ms);
+    pass_result out;
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.gets = store.stats().gets - gets0;
+    out.puts = store.stats().puts - puts0;
+    store.set_latency(0ms);
+    co_await log->close();
+    co_return out;
+}
+
+} // namespace
+
+void run_compaction_passes(reactor& r, int store_ms) {
+    constexpr int segments = 64;
+    std::printf("one compaction pass over %d segments of 1 MiB (100-byte records over 10,000 keys), store at "
+                "0 and %d ms per request, GETs read ahead 1 (one after another) vs 8\n\n",
+                segments, store_ms);
+    std::printf("| store ms | read-ahead | pass s | GETs | PUTs | source MB/s |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|\n");
+    for (int ms : {0, store_ms}) {
+        for (std::size_t ahead : {std::size_t{1}, std::size_t{8}}) {
+            auto res = r.run_until_complete(run_compaction_pass(segments, ms, ahead));
+            std::printf("| %d | %zu | %.2f | %llu | %llu | %.0f |\n", ms, ahead, res.seconds,
+                        static_cast<unsigned long long>(res.gets), static_cast<unsigned long long>(res.puts),
+                        segments * 1.048576 / res.seconds);
+            std::fflush(stdout);
+        }
+    }
+}
+
 int main(int argc, char** argv) {
     double seconds = 2.0;
     int producers = 4;
@@ -512,6 +611,7 @@ int main(int argc, char** argv) {
     bool schedule = false;
     bool restore = false;
     bool compaction = false;
+    bool compaction_pass = false;
     int store_ms = 5;
     int rounds = 5;
     for (int i = 1; i < argc; ++i) {
@@ -523,6 +623,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--schedule")) schedule = true;
         else if (!std::strcmp(argv[i], "--restore")) restore = true;
         else if (!std::strcmp(argv[i], "--compaction")) compaction = true;
+        else if (!std::strcmp(argv[i], "--compaction-pass")) compaction_pass = true;
         else if (!std::strcmp(argv[i], "--store-ms") && i + 1 < argc) store_ms = std::atoi(argv[++i]);
         else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
         else {
@@ -546,6 +647,10 @@ int main(int argc, char** argv) {
         // the allocation history, and any extra allocation (a span) shifts them.
         skiff::tune_allocator();
         run_metrics_cost(**r, rounds, producers, seconds, many);
+        return 0;
+    }
+    if (compaction_pass) {
+        run_compaction_passes(**r, store_ms == 5 ? 40 : store_ms);
         return 0;
     }
     if (compaction) {

@@ -77,27 +77,13 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
         m.compaction_failures.inc();
         log::debug("partition {}/{}: compaction stopped: {}", id.topic, id.partition, why);
     };
-    // Bytes of a source: from memory, from this pass's first reading, or one GET.
+    // Sources read in pass 1 are kept for pass 2 up to keep_limit; the others are read again.
     std::map<std::int64_t, std::shared_ptr<const std::string>> kept_bytes;
     std::size_t kept_total = 0;
     constexpr std::size_t keep_limit = 64u << 20;
-    auto bytes_of = [&](std::int64_t base) -> runtime::task<std::shared_ptr<const std::string>> {
-        if (auto* e = cache.find(base); e && e->bytes) co_return e->bytes;
-        if (auto it = kept_bytes.find(base); it != kept_bytes.end()) co_return it->second;
-        auto permit = co_await acquire_io(st);
-        if (!permit) co_return nullptr;
-        const auto t0 = m.now();
-        auto got = co_await store.get(segment_key(ns, id, base), std::nullopt, st);
-        m.store_done(detail::store_op::get, detail::key_kind::kfs, t0, 0, got ? got->data.size() : 0,
-                     got ? nullptr : &got.error());
-        if (!got) co_return nullptr;
-        auto shared = std::make_shared<const std::string>(std::move(got->data));
-        if (kept_total + shared->size() <= keep_limit) {
-            kept_total += shared->size();
-            kept_bytes[base] = shared;
-        }
-        co_return shared;
-    };
+    // Pass 1 reads ahead this many segments (and bytes) at once.
+    const std::size_t read_ahead = std::max<std::size_t>(cfg.compaction_read_ahead, 1);
+    constexpr std::uint64_t read_ahead_bytes = 16u << 20;
     // Each source holds the batches below the next segment's base (a merge or compaction cut
     // off by a crash may have left more in it).
     auto limit_of = [&](std::int64_t base) {
@@ -112,6 +98,7 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
     for (const auto& [producer, base] : compacted_producers) index.learn_producer(producer, base);
     std::uint64_t bytes_in = 0;
     bool cut = false;
+    std::map<std::int64_t, std::shared_ptr<const std::string>> ahead; // read, not mapped yet
     for (std::size_t n = 0; n < bases.size(); ++n) {
         const auto base = bases[n];
         if (base < compacted_end) continue;
@@ -120,10 +107,30 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
             cut = true;
             break;
         }
-        auto bytes = co_await bytes_of(base);
-        if (!bytes) {
-            fail("a GET failed");
-            co_return false;
+        if (!ahead.count(base)) {
+            // The next few segments with GETs in parallel (one round trip, not one each).
+            std::vector<std::int64_t> chunk;
+            std::uint64_t chunk_bytes = 0;
+            for (std::size_t j = n; j < bases.size() && chunk.size() < read_ahead; ++j) {
+                const auto* e = cache.find(bases[j]);
+                const std::uint64_t size = e ? e->kfs_size : 0;
+                if (!chunk.empty() && chunk_bytes + size > read_ahead_bytes) break;
+                chunk.push_back(bases[j]);
+                chunk_bytes += size;
+            }
+            auto read = co_await read_sources(chunk, st);
+            if (!read) {
+                fail(read.error().code == errc::cancelled ? "cancelled" : "a GET failed");
+                co_return false;
+            }
+            for (std::size_t j = 0; j < chunk.size(); ++j) ahead[chunk[j]] = std::move((*read)[j]);
+        }
+        auto bytes = std::move(ahead.at(base));
+        ahead.erase(base);
+        const auto* cached = cache.find(base);
+        if (!(cached && cached->bytes == bytes) && kept_total + bytes->size() <= keep_limit) {
+            kept_total += bytes->size();
+            kept_bytes[base] = bytes;
         }
         auto seg = decode_segment(*bytes);
         if (!seg || seg->base_offset() != base) {
@@ -168,12 +175,24 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
         bool changed_any = group.size() > 1;
         std::int64_t created = -1;
         std::int64_t group_removed = 0;
-        for (std::size_t g = 0; g < group.size(); ++g) {
-            auto bytes = co_await bytes_of(group[g]);
-            if (!bytes) {
-                fail("a GET failed");
+        // The group's sources not in memory, in parallel (a group is at most the target).
+        std::vector<std::int64_t> missing;
+        for (auto base : group) {
+            if (kept_bytes.count(base)) continue;
+            // Held from here, so an eviction during the GETs below cannot take it away.
+            if (const auto* e = cache.find(base); e && e->bytes) kept_bytes[base] = e->bytes;
+            else missing.push_back(base);
+        }
+        if (!missing.empty()) {
+            auto read = co_await read_sources(missing, st);
+            if (!read) {
+                fail(read.error().code == errc::cancelled ? "cancelled" : "a GET failed");
                 co_return false;
             }
+            for (std::size_t j = 0; j < missing.size(); ++j) kept_bytes[missing[j]] = std::move((*read)[j]);
+        }
+        for (std::size_t g = 0; g < group.size(); ++g) {
+            const auto bytes = kept_bytes.at(group[g]);
             auto seg = decode_segment(*bytes);
             if (!seg) {
                 fail("a segment does not decode");
@@ -215,7 +234,10 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
                 }
             }
         }
-        if (!changed_any || builder.empty()) continue;
+        if (!changed_any || builder.empty()) {
+            for (auto base : group) kept_bytes.erase(base);
+            continue;
+        }
         auto built = std::move(builder).finish(created);
         auto kfs = std::make_shared<const std::string>(std::move(built.kfs));
         auto idx = std::make_shared<const std::string>(std::move(built.index));

@@ -118,6 +118,35 @@ void partition_log::state::queue_merged_away(const std::vector<std::int64_t>& ba
     manifest_urgent = true; // the delete waits for a manifest without them
 }
 
+runtime::task<result<std::shared_ptr<const std::string>, store_error>>
+partition_log::state::read_source(std::int64_t base, std::stop_token st) {
+    if (auto* e = cache.find(base); e && e->bytes) co_return e->bytes;
+    auto permit = co_await acquire_io(st);
+    if (!permit) co_return failure{store_error(errc::cancelled, "cancelled")};
+    std::string key = segment_key(ns, id, base);
+    const auto t0 = m.now();
+    auto got = co_await store.get(std::move(key), std::nullopt, st);
+    m.store_done(detail::store_op::get, detail::key_kind::kfs, t0, 0, got ? got->data.size() : 0,
+                 got ? nullptr : &got.error());
+    if (!got) co_return failure{std::move(got).error()};
+    co_return std::make_shared<const std::string>(std::move(got->data));
+}
+
+runtime::task<result<partition_log::state::source_bytes, store_error>>
+partition_log::state::read_sources(std::vector<std::int64_t> bases, std::stop_token st) {
+    std::vector<runtime::task<result<std::shared_ptr<const std::string>, store_error>>> reads;
+    reads.reserve(bases.size());
+    for (auto base : bases) reads.push_back(read_source(base, st));
+    auto got = co_await runtime::when_all(std::move(reads));
+    source_bytes out;
+    out.reserve(got.size());
+    for (auto& g : got) {
+        if (!g) co_return failure{std::move(g).error()};
+        out.push_back(std::move(*g));
+    }
+    co_return out;
+}
+
 runtime::task<bool> partition_log::state::merge_once(std::stop_token st) {
     auto plan = plan_merge();
     if (!plan) co_return false;
@@ -136,31 +165,20 @@ runtime::task<bool> partition_log::state::merge_once(std::stop_token st) {
         m.merge_failures.inc();
         log::debug("partition {}/{}: merge at {} not done: {}", id.topic, id.partition, first, why);
     };
-    // The sources' bytes: from memory when cached, else one GET each (background priority).
-    std::vector<std::shared_ptr<const std::string>> sources;
-    sources.reserve(bases.size());
+    // The sources' bytes: from memory when cached, else GETs in parallel (background priority;
+    // a group is at most the merge target).
     for (auto base : bases) {
-        auto* e = cache.find(base);
-        if (!e) {
+        if (!cache.find(base)) {
             fail("a source left the log");
             co_return false;
         }
-        if (e->bytes) {
-            sources.push_back(e->bytes);
-            continue;
-        }
-        auto permit = co_await acquire_io(st);
-        if (!permit) co_return false;
-        const auto t0 = m.now();
-        auto got = co_await store.get(segment_key(ns, id, base), std::nullopt, st);
-        m.store_done(detail::store_op::get, detail::key_kind::kfs, t0, 0, got ? got->data.size() : 0,
-                     got ? nullptr : &got.error());
-        if (!got) {
-            fail(got.error().code == errc::cancelled ? "cancelled" : "a GET failed");
-            co_return false;
-        }
-        sources.push_back(std::make_shared<const std::string>(std::move(got->data)));
     }
+    auto read = co_await read_sources(bases, st);
+    if (!read) {
+        fail(read.error().code == errc::cancelled ? "cancelled" : "a GET failed");
+        co_return false;
+    }
+    auto sources = std::move(*read);
     // Each source contributes the batches below the next segment's base: an object may hold
     // more (a merge interrupted before), and those offsets are served from where they lie now.
     segment_builder builder(first, cfg.index_interval, plan->bytes);

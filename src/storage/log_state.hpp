@@ -197,6 +197,13 @@ struct partition_log::state {
     std::unordered_map<std::int64_t, std::int64_t> compacted_producers;
     runtime::time_point last_compaction{};
     runtime::task<bool> merge_once(std::stop_token st);
+    // The bytes of segments `bases` (a merge's or compaction's sources): from memory when
+    // cached, the others with GETs in parallel (each under acquire_io, so the background
+    // bound still holds). The caller bounds how many bytes one call asks for.
+    using source_bytes = std::vector<std::shared_ptr<const std::string>>;
+    runtime::task<result<source_bytes, store_error>> read_sources(std::vector<std::int64_t> bases, std::stop_token st);
+    runtime::task<result<std::shared_ptr<const std::string>, store_error>> read_source(std::int64_t base,
+                                                                                        std::stop_token st);
     // A merge or compaction stored `kfs`/`index` under sources.front()'s key: memory follows,
     // unless a source left the log meanwhile (false; the objects are right either way).
     bool adopt_rewrite(const std::vector<std::int64_t>& sources, const segment_meta& meta,

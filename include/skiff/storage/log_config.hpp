@@ -106,6 +106,8 @@ struct log_config {
     // next pass goes on from that point. Passes sharing compaction_slots run one at a time,
     // so the broker holds at most this much per core.
     std::size_t compaction_map_bytes = 128u << 20;
+    // Segments a pass reads ahead with GETs in parallel (at most 16 MiB of them at once).
+    std::size_t compaction_read_ahead = 8;
     std::shared_ptr<runtime::semaphore> compaction_slots;
     // How often the background work (manifest, retention, deletes) looks for something to do.
     std::chrono::milliseconds lifecycle_tick{1000};
