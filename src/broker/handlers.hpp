@@ -71,6 +71,8 @@ runtime::task<kafka::AlterConfigsResponse> alter_configs(shard& sh, kafka::Alter
 runtime::task<kafka::IncrementalAlterConfigsResponse> incremental_alter_configs(shard& sh,
                                                                                 kafka::IncrementalAlterConfigsRequest req);
 runtime::task<kafka::DeleteRecordsResponse> delete_records(shard& sh, kafka::DeleteRecordsRequest req);
+// DescribeProducers: each partition's idempotent producers, from its owning core.
+runtime::task<kafka::DescribeProducersResponse> describe_producers(shard& sh, kafka::DescribeProducersRequest req);
 
 runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffsetsRequest req);
 runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req);

@@ -33,7 +33,7 @@ runtime::task<void> load_producers(partition_slot* slot, std::string topic, std:
     auto walked = co_await storage::walk_committed(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
         if (b.producer_id >= 0) {
             slot->producers.replay(b.producer_id, b.producer_epoch, b.base_sequence, last_seq_of(b), b.base_offset,
-                                   b.last_offset(), now_ms());
+                                   b.last_offset(), now_ms(), b.max_timestamp);
             ++batches;
         }
         return true;
@@ -44,6 +44,8 @@ runtime::task<void> load_producers(partition_slot* slot, std::string topic, std:
     }
     if (batches) log::info("partition {}/{}: producer state rebuilt from {} batches", topic, partition, batches);
 }
+
+} // namespace
 
 runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition) {
     while (!slot->producers_loaded) {
@@ -62,12 +64,11 @@ runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string to
     }
 }
 
-} // namespace
-
 idempotence_guard::idempotence_guard(partition_slot& slot, std::string topic, std::int32_t partition,
                                      const storage::batch_view& batch)
     : _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
-      _epoch(batch.producer_epoch), _base_seq(batch.base_sequence), _last_seq(last_seq_of(batch)) {}
+      _epoch(batch.producer_epoch), _base_seq(batch.base_sequence), _last_seq(last_seq_of(batch)),
+      _max_timestamp(batch.max_timestamp) {}
 
 idempotence_guard::~idempotence_guard() { abort(); }
 
@@ -87,7 +88,7 @@ runtime::task<producer_table::check_result> idempotence_guard::reserve() {
 void idempotence_guard::complete(std::int64_t base, std::int64_t last) {
     if (!_reserved) return;
     _reserved = false;
-    _slot.producers.complete(_pid, _epoch, _base_seq, base, last);
+    _slot.producers.complete(_pid, _epoch, _base_seq, base, last, _max_timestamp);
 }
 
 void idempotence_guard::abort() {
@@ -106,8 +107,9 @@ void idempotence_guard::complete_when_durable(std::int64_t base, std::int64_t la
     const std::int64_t pid = _pid;
     const std::int16_t epoch = _epoch;
     const std::int32_t base_seq = _base_seq;
-    _slot.log->on_durable(last, [table, pid, epoch, base_seq, base, last](bool durable) {
-        if (durable) table->complete(pid, epoch, base_seq, base, last);
+    const std::int64_t max_ts = _max_timestamp;
+    _slot.log->on_durable(last, [table, pid, epoch, base_seq, base, last, max_ts](bool durable) {
+        if (durable) table->complete(pid, epoch, base_seq, base, last, max_ts);
     });
 }
 

@@ -16,6 +16,10 @@
 
 namespace skiff::broker {
 
+// Rebuilds the partition's producer table from its log's tail unless done already (one
+// rebuild at a time; later callers wait for it).
+runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition);
+
 class idempotence_guard {
 public:
     // `batch` is the validated batch about to be appended to `slot`. A batch without a
@@ -54,6 +58,7 @@ private:
     std::int16_t _epoch;
     std::int32_t _base_seq;
     std::int32_t _last_seq;
+    std::int64_t _max_timestamp;
     bool _reserved = false;
 };
 

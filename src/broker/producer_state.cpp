@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <skiff/broker/producer_state.hpp>
 
 #include <limits>
@@ -23,7 +24,7 @@ producer_table::check_result producer_table::check_and_reserve(std::int64_t pid,
         producer p;
         p.epoch = epoch;
         p.last_used_ms = now_ms;
-        p.batches.push_back(batch{base_seq, last_seq, -1, -1, true});
+        p.batches.push_back(batch{base_seq, last_seq, -1, -1, -1, true});
         _producers.emplace(pid, std::move(p));
         return {};
     }
@@ -36,7 +37,7 @@ producer_table::check_result producer_table::check_and_reserve(std::int64_t pid,
         if (base_seq != 0) return {verdict::out_of_order};
         p.epoch = epoch;
         p.batches.clear();
-        p.batches.push_back(batch{base_seq, last_seq, -1, -1, true});
+        p.batches.push_back(batch{base_seq, last_seq, -1, -1, -1, true});
         return {};
     }
     for (auto& b : p.batches) {
@@ -46,13 +47,13 @@ producer_table::check_result producer_table::check_and_reserve(std::int64_t pid,
         }
     }
     if (!p.batches.empty() && base_seq != next_seq(p.batches.back().last_seq, 1)) return {verdict::out_of_order};
-    p.batches.push_back(batch{base_seq, last_seq, -1, -1, true});
+    p.batches.push_back(batch{base_seq, last_seq, -1, -1, -1, true});
     while (p.batches.size() > kept_batches) p.batches.pop_front();
     return {};
 }
 
 void producer_table::complete(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq, std::int64_t base_offset,
-                              std::int64_t last_offset) {
+                              std::int64_t last_offset, std::int64_t max_timestamp) {
     auto it = _producers.find(pid);
     if (it == _producers.end() || it->second.epoch != epoch) return;
     for (auto& b : it->second.batches) {
@@ -60,6 +61,7 @@ void producer_table::complete(std::int64_t pid, std::int16_t epoch, std::int32_t
             b.pending = false;
             b.base_offset = base_offset;
             b.last_offset = last_offset;
+            b.max_timestamp = max_timestamp;
             return;
         }
     }
@@ -79,7 +81,8 @@ void producer_table::abort(std::int64_t pid, std::int16_t epoch, std::int32_t ba
 }
 
 void producer_table::replay(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq, std::int32_t last_seq,
-                            std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms) {
+                            std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms,
+                            std::int64_t max_timestamp) {
     auto it = _producers.find(pid);
     if (it == _producers.end()) {
         if (_producers.size() >= _max) evict_one();
@@ -93,8 +96,28 @@ void producer_table::replay(std::int64_t pid, std::int16_t epoch, std::int32_t b
         p.batches.clear();
     }
     p.last_used_ms = now_ms;
-    p.batches.push_back(batch{base_seq, last_seq, base_offset, last_offset, false});
+    p.batches.push_back(batch{base_seq, last_seq, base_offset, last_offset, max_timestamp, false});
     while (p.batches.size() > kept_batches) p.batches.pop_front();
+}
+
+std::vector<producer_table::producer_info> producer_table::describe() const {
+    std::vector<producer_info> out;
+    out.reserve(_producers.size());
+    for (const auto& [pid, p] : _producers) {
+        producer_info info;
+        info.producer_id = pid;
+        info.epoch = p.epoch;
+        // The newest written batch (a pending one is not written yet).
+        for (auto b = p.batches.rbegin(); b != p.batches.rend(); ++b) {
+            if (b->pending) continue;
+            info.last_sequence = b->last_seq;
+            info.last_timestamp = b->max_timestamp;
+            break;
+        }
+        out.push_back(info);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.producer_id < b.producer_id; });
+    return out;
 }
 
 void producer_table::evict_one() {

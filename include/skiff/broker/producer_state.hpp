@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <deque>
 #include <unordered_map>
+#include <vector>
 
 namespace skiff::broker {
 
@@ -43,16 +44,28 @@ public:
     check_result check_and_reserve(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq,
                                    std::int32_t last_seq, std::uint64_t now_ms);
     // The reserved batch was appended at these offsets.
+    // `max_timestamp`: the batch's, shown by DescribeProducers (-1: unknown).
     void complete(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq, std::int64_t base_offset,
-                  std::int64_t last_offset);
+                  std::int64_t last_offset, std::int64_t max_timestamp = -1);
     // The reserved batch was not appended: forget it so the producer's retry is accepted.
     void abort(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq);
     // Replays a batch found in the log (in offset order), as if it had been accepted and
     // completed: rebuilds the table after a restart. Older epochs than known are ignored.
     void replay(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq, std::int32_t last_seq,
-                std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms);
+                std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms,
+                std::int64_t max_timestamp = -1);
 
     std::size_t size() const noexcept { return _producers.size(); }
+
+    // DescribeProducers: each known producer with its epoch and its latest written batch's last
+    // sequence and max timestamp (-1 while none is written yet), by producer id.
+    struct producer_info {
+        std::int64_t producer_id = -1;
+        std::int16_t epoch = -1;
+        std::int32_t last_sequence = -1;
+        std::int64_t last_timestamp = -1;
+    };
+    std::vector<producer_info> describe() const;
 
     static std::int32_t next_seq(std::int32_t seq, std::int32_t n) noexcept; // wraps at INT32_MAX
 
@@ -62,6 +75,7 @@ private:
         std::int32_t last_seq = 0;
         std::int64_t base_offset = -1;
         std::int64_t last_offset = -1;
+        std::int64_t max_timestamp = -1;
         bool pending = true;
     };
     struct producer {
