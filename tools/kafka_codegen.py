@@ -492,6 +492,13 @@ def default_init(f):
             raise GenError('%s: bytes default unsupported' % f.label())
         lit = cpp_string_literal(str(d))
         return lit, '%s{%s}' % (ctype, lit)
+    if t.kind == 'array' and d == 'null':
+        # A nullable array whose default is null (AlterPartitionReassignments' Replicas: null
+        # cancels a reassignment): the empty optional.
+        for v in f.msg.versions():
+            if f.versions.contains(v) and not f.nullable.contains(v):
+                raise GenError('%s: null default but not nullable in v%d' % (f.label(), v))
+        return None, '%s{}' % ctype
     if d is not None:
         raise GenError('%s: default on %s is unsupported' % (f.label(), t.text))
     if t.kind == 'array':

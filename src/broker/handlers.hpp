@@ -73,6 +73,8 @@ runtime::task<kafka::IncrementalAlterConfigsResponse> incremental_alter_configs(
 runtime::task<kafka::DeleteRecordsResponse> delete_records(shard& sh, kafka::DeleteRecordsRequest req);
 // DescribeProducers: each partition's idempotent producers, from its owning core.
 runtime::task<kafka::DescribeProducersResponse> describe_producers(shard& sh, kafka::DescribeProducersRequest req);
+// DescribeLogDirs: the store as the one log dir, with the size of each partition served here.
+runtime::task<kafka::DescribeLogDirsResponse> describe_log_dirs(shard& sh, kafka::DescribeLogDirsRequest req);
 
 runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffsetsRequest req);
 runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req);

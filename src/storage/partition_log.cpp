@@ -442,6 +442,16 @@ void partition_log::set_owner_check(std::function<bool()> fn) { _s->owner_check 
 const restore_report& partition_log::restored() const noexcept { return _s->report; }
 const partition_id& partition_log::id() const noexcept { return _s->id; }
 
+std::uint64_t partition_log::stored_bytes() const noexcept {
+    std::uint64_t total = 0;
+    for (const auto& [base, e] : _s->cache.segments()) {
+        if (base >= _s->hwm) break;
+        if (_s->retired(e)) continue;
+        total += e.kfs_size + e.index_size;
+    }
+    return total;
+}
+
 log_stats partition_log::stats() const noexcept {
     log_stats st = _s->stats;
     st.inflight_flushes = static_cast<std::size_t>(_s->pipeline.uploading());

@@ -8,9 +8,13 @@ checked on the wire against a running broker.
     partition is UNKNOWN_TOPIC_OR_PARTITION; after a restart the same answer (rebuilt from the
     log). ApiVersions lists API 61 at v0.
 
-No Python or JavaScript admin client in Debian 12 or npm's kafkajs speaks DescribeProducers, so
-the request is encoded here from Kafka's schema (flexible v0: compact strings and arrays,
-tagged fields).
+  - DescribeLogDirs (API 35, v1 and v4): one log dir, the data directory (its absolute path) or
+    s3://bucket/namespace, holding every partition of a topic with its size: on a local store
+    exactly the bytes of its .kfs and .index files; a request for some partitions gets only
+    those; v4 tells the local volume's total and usable bytes (-1 for a bucket).
+
+No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
+here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
     test_admin_apis.py --skiff build/src/cli/skiff [--store local|s3]
 """
@@ -24,7 +28,7 @@ import broker  # noqa: E402
 from ckutil import admin, create_topic, producer  # noqa: E402
 from test_bad_input import connect, recv_response, request  # noqa: E402
 
-API_VERSIONS, DESCRIBE_PRODUCERS = 18, 61
+API_VERSIONS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 18, 35, 61
 UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
@@ -106,6 +110,124 @@ def describe_producers(b, topic, partitions, corr=7):
     return out
 
 
+def describe_log_dirs(b, version, topics=None, corr=9):
+    """DescribeLogDirs v1 (classic encoding) or v4 (flexible). topics: None for all, else
+    {topic: [partitions]}. Returns [(error, log_dir, {(topic, p): (size, lag, future)}, total, usable)]."""
+    flexible = version >= 2
+
+    def string(x):
+        x = x.encode()
+        return uvarint(len(x) + 1) + x if flexible else struct.pack(">h", len(x)) + x
+
+    def count(n, nullable_null=False):
+        if flexible:
+            return uvarint(0 if nullable_null else n + 1)
+        return struct.pack(">i", -1 if nullable_null else n)
+
+    if topics is None:
+        body = count(0, nullable_null=True)
+    else:
+        body = count(len(topics))
+        for name, parts in topics.items():
+            body += string(name) + count(len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
+            body += b"\x00" if flexible else b""
+    body += b"\x00" if flexible else b""
+    with connect(b) as s:
+        s.sendall(request(DESCRIBE_LOG_DIRS, version, corr, body, flexible=flexible, client_id=b"skiff-admin-test"))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError(f"the broker closed the connection on DescribeLogDirs v{version}")
+    r = Reader(resp)
+    if r.take(">i") != corr:
+        raise AssertionError("wrong correlation id")
+    if flexible:
+        r.tags()
+
+    def rcount():
+        return r.uvarint() - 1 if flexible else r.take(">i")
+
+    def rstring():
+        if flexible:
+            return r.compact_string()
+        n = r.take(">h")
+        v = r.data[r.pos:r.pos + n].decode()
+        r.pos += n
+        return v
+
+    r.take(">i")                                          # throttle_time_ms
+    if version >= 3 and r.take(">h") != 0:
+        raise AssertionError("DescribeLogDirs: top-level error")
+    dirs = []
+    for _ in range(rcount()):
+        error = r.take(">h")
+        log_dir = rstring()
+        parts = {}
+        for _ in range(rcount()):
+            name = rstring()
+            for _ in range(rcount()):
+                index, size, lag, future = r.take(">iqqb")
+                if flexible:
+                    r.tags()
+                parts[(name, index)] = (size, lag, future)
+            if flexible:
+                r.tags()
+        total = usable = -1
+        if version >= 4:
+            total, usable = r.take(">qq")
+        if flexible:
+            r.tags()
+        dirs.append((error, log_dir, parts, total, usable))
+    return dirs
+
+
+def test_describe_log_dirs(t):
+    b = t.broker()
+    topic = t.topic("logdirs")
+    create_topic(b, topic, 3)
+    p = producer(b)
+    for i in range(3000):
+        p.produce(topic, b"x" * (100 + i % 50), f"k{i}".encode(), partition=i % 3)
+    if p.flush(60) != 0:
+        raise AssertionError("produce did not finish")
+    if served_versions(b).get(DESCRIBE_LOG_DIRS) != (0, 4):
+        raise AssertionError(f"ApiVersions: DescribeLogDirs {served_versions(b).get(DESCRIBE_LOG_DIRS)}")
+    if b.store == "s3":
+        expected_dir = f"s3://{os.environ['S3_BUCKET']}/{b.namespace}"
+    else:
+        expected_dir = os.path.abspath(b.data_dir)
+    for version in (1, 4):
+        dirs = describe_log_dirs(b, version)
+        if len(dirs) != 1:
+            raise AssertionError(f"v{version}: {len(dirs)} log dirs")
+        error, log_dir, parts, total, usable = dirs[0]
+        if error != 0 or log_dir != expected_dir:
+            raise AssertionError(f"v{version}: error {error}, log dir {log_dir!r}, expected {expected_dir!r}")
+        mine = {k: v for k, v in parts.items() if k[0] == topic}
+        if sorted(k[1] for k in mine) != [0, 1, 2]:
+            raise AssertionError(f"v{version}: partitions {sorted(mine)}")
+        for (name, index), (size, lag, future) in mine.items():
+            if size <= 100_000 or lag != 0 or future:
+                raise AssertionError(f"v{version}: partition {index}: size {size}, lag {lag}, future {future}")
+            if b.store != "s3":
+                pdir = os.path.join(b.data_dir, "default", topic, str(index))
+                on_disk = sum(os.path.getsize(os.path.join(pdir, f)) for f in os.listdir(pdir)
+                              if f.endswith(".kfs") or f.endswith(".index"))
+                if size != on_disk:
+                    raise AssertionError(f"v{version}: partition {index}: {size} bytes, {on_disk} on disk")
+        if version >= 4:
+            if b.store == "s3" and (total, usable) != (-1, -1):
+                raise AssertionError(f"v4 on a bucket: total {total}, usable {usable}")
+            if b.store != "s3" and not (0 < usable <= total):
+                raise AssertionError(f"v4: total {total}, usable {usable}")
+    # Some partitions only, in the flexible version.
+    dirs = describe_log_dirs(b, 4, {topic: [1], "no-such-topic": [0]})
+    asked = dirs[0][2]
+    if sorted(asked) != [(topic, 1)]:
+        raise AssertionError(f"v4 for partition 1 only: {sorted(asked)}")
+    t.log(f"log dir {expected_dir}: sizes {[mine[(topic, i)][0] for i in range(3)]}")
+    b.stop()
+
+
 def served_versions(b):
     with connect(b) as s:
         s.sendall(request(API_VERSIONS, 0, 1))
@@ -162,4 +284,4 @@ def test_describe_producers(t):
 
 
 if __name__ == "__main__":
-    broker.main([(test_describe_producers, 120)])
+    broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120)])

@@ -159,6 +159,9 @@ public:
     void set_owner_check(std::function<bool()> fn);
     const restore_report& restored() const noexcept;
     log_stats stats() const noexcept;
+    // The bytes the store holds for the log's live segments (.kfs and .index, as last listed
+    // or written; segments already retired and waiting for their delete are not counted).
+    std::uint64_t stored_bytes() const noexcept;
     const partition_id& id() const noexcept;
 
     struct state;
