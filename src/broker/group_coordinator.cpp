@@ -320,6 +320,36 @@ runtime::task<kafka::DeleteGroupsResponse> group_coordinator::delete_groups(kafk
     co_return r;
 }
 
+runtime::task<kafka::OffsetDeleteResponse> group_coordinator::delete_offsets(kafka::OffsetDeleteRequest req,
+                                                                            std::int16_t version) {
+    (void)version;
+    state& s = *_s;
+    if (!s.closed()) s.sweep();
+    groups::topic_partitions tps;
+    for (const auto& t : req.topics) {
+        std::vector<std::int32_t> parts;
+        for (const auto& p : t.partitions) parts.push_back(p.partition_index);
+        tps.emplace_back(t.name, std::move(parts));
+    }
+    auto outcome = co_await s.delete_offsets(req.group_id, std::move(tps));
+    kafka::OffsetDeleteResponse r;
+    r.error_code = outcome.error;
+    if (outcome.error != kerr::none) co_return r;
+    for (const auto& t : req.topics) {
+        kafka::OffsetDeleteResponse::OffsetDeleteResponseTopic rt;
+        rt.name = t.name;
+        for (const auto& p : t.partitions) {
+            kafka::OffsetDeleteResponse::OffsetDeleteResponsePartition rp;
+            rp.partition_index = p.partition_index;
+            auto it = outcome.partitions.find({t.name, p.partition_index});
+            rp.error_code = it == outcome.partitions.end() ? kerr::none : it->second;
+            rt.partitions.push_back(rp);
+        }
+        r.topics.push_back(std::move(rt));
+    }
+    co_return r;
+}
+
 runtime::task<void> group_coordinator::close() { return _s->close(); }
 
 group_stats group_coordinator::stats() const noexcept { return _s->stats(); }

@@ -96,6 +96,7 @@ runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFet
 runtime::task<std::string> handle_list_groups(request_ctx ctx, kafka::ListGroupsRequest req);
 runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::DescribeGroupsRequest req);
 runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGroupsRequest req);
+runtime::task<std::string> handle_offset_delete(request_ctx ctx, kafka::OffsetDeleteRequest req);
 
 // A topic's configs as reported (CreateTopics v5+, DescribeConfigs): every known config, the
 // value set on the topic (CreateTopics, AlterConfigs) or else the default.

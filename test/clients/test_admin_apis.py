@@ -13,6 +13,12 @@ checked on the wire against a running broker.
     exactly the bytes of its .kfs and .index files; a request for some partitions gets only
     those; v4 tells the local volume's total and usable bytes (-1 for a bucket).
 
+  - OffsetDelete (API 47, v0): a group with a live confluent-kafka consumer subscribed to one
+    topic: that topic's offsets are GROUP_SUBSCRIBED_TO_TOPIC, another topic's are deleted (the
+    consumer's committed() shows none), an unknown topic is UNKNOWN_TOPIC_OR_PARTITION; once the
+    consumer left, the subscribed topic's offsets delete too, and a restart keeps the deletion;
+    an unknown group is GROUP_ID_NOT_FOUND.
+
 No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
 here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
@@ -25,11 +31,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import broker  # noqa: E402
-from ckutil import admin, create_topic, producer  # noqa: E402
+from ckutil import admin, create_topic, produce_all, producer  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from test_bad_input import connect, recv_response, request  # noqa: E402
 
-API_VERSIONS, DESCRIBE_LOG_DIRS, DESCRIBE_PRODUCERS = 18, 35, 61
-UNKNOWN_TOPIC_OR_PARTITION = 3
+API_VERSIONS, DESCRIBE_LOG_DIRS, OFFSET_DELETE, DESCRIBE_PRODUCERS = 18, 35, 47, 61
+UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 3, 69, 86
 
 
 def uvarint(n):
@@ -228,6 +235,92 @@ def test_describe_log_dirs(t):
     b.stop()
 
 
+def offset_delete(b, group, topics, corr=11):
+    """OffsetDelete v0. topics: {topic: [partitions]}. Returns (error, {(topic, p): error})."""
+    def string(x):
+        x = x.encode()
+        return struct.pack(">h", len(x)) + x
+
+    body = string(group) + struct.pack(">i", len(topics))
+    for name, parts in topics.items():
+        body += string(name) + struct.pack(">i", len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
+    with connect(b) as s:
+        s.sendall(request(OFFSET_DELETE, 0, corr, body, client_id=b"skiff-admin-test"))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("the broker closed the connection on OffsetDelete")
+    r = Reader(resp)
+    if r.take(">i") != corr:
+        raise AssertionError("wrong correlation id")
+    error, _throttle = r.take(">hi")
+    out = {}
+    for _ in range(r.take(">i")):
+        n = r.take(">h")
+        name = r.data[r.pos:r.pos + n].decode()
+        r.pos += n
+        for _ in range(r.take(">i")):
+            index, perr = r.take(">ih")
+            out[(name, index)] = perr
+    return error, out
+
+
+def committed(b, group, tps):
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return {(tp.topic, tp.partition): tp.offset for tp in c.committed(tps, timeout=20)}
+    finally:
+        c.close()
+
+
+def test_offset_delete(t):
+    b = t.broker()
+    subscribed, other = t.topic("subscribed"), t.topic("other")
+    create_topic(b, subscribed, 2)
+    create_topic(b, other, 1)
+    produce_all(b, subscribed, [(i % 2, None, f"v{i}".encode(), None) for i in range(20)])
+    group = t.topic("group")
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "session.timeout.ms": 10000})
+    c.subscribe([subscribed])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < 20 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+    if got < 20:
+        raise AssertionError(f"the consumer read {got} of 20 records")
+    c.commit(asynchronous=False)
+    c.commit(offsets=[TopicPartition(other, 0, 5)], asynchronous=False)
+    before = committed(b, group, [TopicPartition(subscribed, 0), TopicPartition(subscribed, 1),
+                                  TopicPartition(other, 0)])
+    if before[(other, 0)] != 5 or before[(subscribed, 0)] != 10 or before[(subscribed, 1)] != 10:
+        raise AssertionError(f"committed before: {before}")
+    error, parts = offset_delete(b, group, {subscribed: [0], other: [0], "no-such-topic": [0]})
+    expected = {(subscribed, 0): GROUP_SUBSCRIBED_TO_TOPIC, (other, 0): 0,
+                ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    if error != 0 or parts != expected:
+        raise AssertionError(f"OffsetDelete with a live member: error {error}, {parts}")
+    after = committed(b, group, [TopicPartition(subscribed, 0), TopicPartition(other, 0)])
+    if after[(other, 0)] >= 0 or after[(subscribed, 0)] != 10:
+        raise AssertionError(f"committed after the first OffsetDelete: {after}")
+    c.close()   # leaves the group: Empty
+    error, parts = offset_delete(b, group, {subscribed: [0]})
+    if error != 0 or parts != {(subscribed, 0): 0}:
+        raise AssertionError(f"OffsetDelete of the empty group: error {error}, {parts}")
+    b.restart()
+    b.wait_restored()
+    final = committed(b, group, [TopicPartition(subscribed, 0), TopicPartition(subscribed, 1),
+                                 TopicPartition(other, 0)])
+    if final[(subscribed, 0)] >= 0 or final[(other, 0)] >= 0 or final[(subscribed, 1)] != 10:
+        raise AssertionError(f"committed after a restart: {final}")
+    error, parts = offset_delete(b, "no-such-group", {subscribed: [0]})
+    if error != GROUP_ID_NOT_FOUND or parts:
+        raise AssertionError(f"OffsetDelete of an unknown group: error {error}, {parts}")
+    t.log(f"committed {before} -> {final} (negative: none)")
+    b.stop()
+
+
 def served_versions(b):
     with connect(b) as s:
         s.sendall(request(API_VERSIONS, 0, 1))
@@ -284,4 +377,4 @@ def test_describe_producers(t):
 
 
 if __name__ == "__main__":
-    broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120)])
+    broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180)])

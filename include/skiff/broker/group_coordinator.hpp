@@ -114,6 +114,10 @@ public:
     // Only groups this core owns are passed in; results in request order. An unknown group is
     // described as "Dead" with no error (Kafka's behaviour up to v5).
     kafka::DescribeGroupsResponse describe_groups(const kafka::DescribeGroupsRequest& req, std::int16_t version);
+    // OffsetDelete: the group's committed offsets of the partitions asked, removed with the
+    // group's next write (GROUP_SUBSCRIBED_TO_TOPIC for topics a live member subscribes to;
+    // group errors at the top). The broker answers unknown topics before calling.
+    runtime::task<kafka::OffsetDeleteResponse> delete_offsets(kafka::OffsetDeleteRequest req, std::int16_t version);
     // Deletes Empty groups and their offsets object (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND
     // otherwise); waits for the group's write in flight first.
     runtime::task<kafka::DeleteGroupsResponse> delete_groups(kafka::DeleteGroupsRequest req, std::int16_t version);

@@ -110,6 +110,9 @@ struct group {
     // `write_waiters`. One PUT in flight per group (`writing`).
     offset_map offsets;
     offset_map next_write;
+    // OffsetDelete: partitions whose offsets the next PUT leaves out (disjoint from next_write:
+    // the later of a commit and a delete of one partition wins).
+    std::map<std::string, std::set<std::int32_t>> next_delete;
     std::vector<std::shared_ptr<oneshot<kafka::error_code>>> write_waiters;
     bool writing = false;
     std::vector<std::shared_ptr<oneshot<void>>> idle_waiters; // woken when `writing` ends
@@ -133,7 +136,7 @@ struct group {
     }
     bool prunable() const {
         return st == gstate::empty && members.empty() && pending.empty() && offsets.empty() &&
-               next_write.empty() && write_waiters.empty() && !writing && idle_waiters.empty();
+               next_write.empty() && next_delete.empty() && write_waiters.empty() && !writing && idle_waiters.empty();
     }
 
     // Whether a member of protocol type `type` offering `ps` may join (Kafka's

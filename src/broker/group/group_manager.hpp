@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -89,6 +90,23 @@ public:
     kafka::error_code validate_commit(const kafka::OffsetCommitRequest& req, std::int16_t version, group*& out);
     // Queues accepted entries for the group's next write; the slot gets the outcome.
     std::shared_ptr<oneshot<kafka::error_code>> enqueue_commit(group& g, offset_map entries);
+    // Queues removals of committed offsets for the group's next write (OffsetDelete).
+    std::shared_ptr<oneshot<kafka::error_code>> enqueue_delete(group& g, std::map<std::string, std::set<std::int32_t>> parts);
+    // OffsetDelete for one group (Kafka's GroupCoordinator.handleDeleteOffsets): the group's
+    // error (INVALID_GROUP_ID, NOT_COORDINATOR, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for a
+    // non-consumer group with members) or, per partition, GROUP_SUBSCRIBED_TO_TOPIC while a
+    // member of a live group subscribes to its topic, else the outcome of the write that
+    // removes its offset (none when it had none). Topics the broker does not know are
+    // filtered out before.
+    struct offset_delete_outcome {
+        offset_delete_outcome() = default;
+        kafka::error_code error = kerr::none;
+        std::map<std::pair<std::string, std::int32_t>, kafka::error_code> partitions;
+    };
+    runtime::task<offset_delete_outcome> delete_offsets(std::string name, topic_partitions tps);
+    // The topics the members of `g` subscribe to (their consumer-protocol subscriptions for
+    // the group's protocol); empty for a group of another protocol type.
+    std::set<std::string> subscribed_topics(const group& g) const;
     // DeleteGroups for one group: waits for its write in flight, then removes its object.
     runtime::task<kafka::error_code> delete_one(std::string name);
     // `topics` null: everything committed.
@@ -125,6 +143,7 @@ private:
                               std::vector<protocol> protocols, std::shared_ptr<oneshot<JoinGroupResponse>> slot);
 
     runtime::task<void> write_loop(std::shared_ptr<group> g);
+    std::shared_ptr<oneshot<kafka::error_code>> start_write(group& g);
 
     storage::object_store& _store;
     group_config _cfg;

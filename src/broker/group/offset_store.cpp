@@ -52,12 +52,19 @@ kafka::error_code group_manager::validate_commit(const kafka::OffsetCommitReques
 runtime::task<void> group_manager::write_loop(std::shared_ptr<group> g) {
     // Each round writes everything accepted so far: commits arriving during a PUT share
     // the next one.
-    while (!g->write_waiters.empty() || !g->next_write.empty()) {
+    while (!g->write_waiters.empty() || !g->next_write.empty() || !g->next_delete.empty()) {
         offset_map batch = std::exchange(g->next_write, {});
+        auto removed = std::exchange(g->next_delete, {});
         auto waiters = std::exchange(g->write_waiters, {});
         offset_map next = g->offsets;
         for (auto& [topic, parts] : batch)
             for (auto& [p, o] : parts) next[topic][p] = std::move(o);
+        for (auto& [topic, parts] : removed) {
+            auto t = next.find(topic);
+            if (t == next.end()) continue;
+            for (auto p : parts) t->second.erase(p);
+            if (t->second.empty()) next.erase(t);
+        }
         std::string body = serialize_offsets(g->id, next);
         std::string key = group_offsets_key(_cfg.ns, g->id);
         std::span<const char> bytes(body.data(), body.size());
@@ -79,15 +86,39 @@ runtime::task<void> group_manager::write_loop(std::shared_ptr<group> g) {
 }
 
 std::shared_ptr<oneshot<kafka::error_code>> group_manager::enqueue_commit(group& g, offset_map entries) {
+    for (auto& [topic, parts] : entries) {
+        auto d = g.next_delete.find(topic);
+        for (auto& [p, o] : parts) {
+            g.next_write[topic][p] = std::move(o);
+            if (d != g.next_delete.end()) d->second.erase(p); // the later commit wins
+        }
+        if (d != g.next_delete.end() && d->second.empty()) g.next_delete.erase(d);
+    }
+    return start_write(g);
+}
+
+std::shared_ptr<oneshot<kafka::error_code>> group_manager::enqueue_delete(group& g,
+                                                                          std::map<std::string, std::set<std::int32_t>> parts) {
+    for (auto& [topic, ps] : parts) {
+        auto w = g.next_write.find(topic);
+        for (auto p : ps) {
+            g.next_delete[topic].insert(p);
+            if (w != g.next_write.end()) w->second.erase(p); // the later delete wins
+        }
+        if (w != g.next_write.end() && w->second.empty()) g.next_write.erase(w);
+    }
+    return start_write(g);
+}
+
+std::shared_ptr<oneshot<kafka::error_code>> group_manager::start_write(group& g) {
     auto slot = std::make_shared<oneshot<kafka::error_code>>();
-    for (auto& [topic, parts] : entries)
-        for (auto& [p, o] : parts) g.next_write[topic][p] = std::move(o);
     g.write_waiters.push_back(slot);
     if (!g.writing) {
         auto self = _groups.find(g.id);
         if (self == _groups.end() || self->second.get() != &g) {
             // Cannot happen (handlers only see groups in the map); fail safe.
             g.next_write.clear();
+            g.next_delete.clear();
             for (auto& w : std::exchange(g.write_waiters, {})) w->set(kerr::coordinator_not_available);
             return slot;
         }
@@ -96,10 +127,82 @@ std::shared_ptr<oneshot<kafka::error_code>> group_manager::enqueue_commit(group&
         if (!spawned) {
             g.writing = false;
             g.next_write.clear();
+            g.next_delete.clear();
             for (auto& w : std::exchange(g.write_waiters, {})) w->set(kerr::coordinator_not_available);
         }
     }
     return slot;
+}
+
+std::set<std::string> group_manager::subscribed_topics(const group& g) const {
+    std::set<std::string> out;
+    if (g.protocol_type != std::optional<std::string>("consumer") || !g.protocol_name) return out;
+    for (const auto& [mid, m] : g.members) {
+        const std::string* md = m->metadata_for(*g.protocol_name);
+        if (!md || md->size() < 2) continue;
+        // A consumer-protocol subscription: its version, then the body. Newer versions only
+        // add fields, so the newest one known here reads the topics of any.
+        kafka::reader rd(std::span<const char>(md->data(), md->size()));
+        std::int16_t version = 0;
+        if (!rd.read_int16(version) || version < 0) continue;
+        version = std::min<std::int16_t>(version, kafka::ConsumerProtocolSubscription::max_version);
+        auto sub = kafka::ConsumerProtocolSubscription::decode(rd, version);
+        if (!sub) continue;
+        out.insert(sub->topics.begin(), sub->topics.end());
+    }
+    return out;
+}
+
+runtime::task<group_manager::offset_delete_outcome> group_manager::delete_offsets(std::string name,
+                                                                                  topic_partitions tps) {
+    offset_delete_outcome out;
+    if (_closed) {
+        out.error = kerr::not_coordinator;
+        co_return out;
+    }
+    if (name.empty()) {
+        out.error = kerr::invalid_group_id;
+        co_return out;
+    }
+    auto it = _groups.find(name);
+    if (it == _groups.end() || it->second->st == gstate::dead) {
+        out.error = kerr::group_id_not_found;
+        co_return out;
+    }
+    std::shared_ptr<group> g = it->second;
+    const bool empty = g->st == gstate::empty;
+    if (!empty && g->protocol_type != std::optional<std::string>("consumer")) {
+        out.error = kerr::non_empty_group;
+        co_return out;
+    }
+    const auto subscribed = empty ? std::set<std::string>{} : subscribed_topics(*g);
+    std::map<std::string, std::set<std::int32_t>> remove;
+    bool any_stored = false;
+    for (const auto& [topic, parts] : tps) {
+        for (auto p : parts) {
+            if (subscribed.count(topic)) {
+                out.partitions[{topic, p}] = kerr::group_subscribed_to_topic;
+                continue;
+            }
+            out.partitions[{topic, p}] = kerr::none;
+            remove[topic].insert(p);
+            auto t = g->offsets.find(topic);
+            auto w = g->next_write.find(topic);
+            if ((t != g->offsets.end() && t->second.count(p)) || (w != g->next_write.end() && w->second.count(p))) {
+                any_stored = true;
+            }
+        }
+    }
+    // Nothing committed for those partitions: nothing to write.
+    if (!any_stored) co_return out;
+    auto slot = enqueue_delete(*g, std::move(remove));
+    auto aw = slot->wait();
+    auto waited = co_await aw;
+    const kafka::error_code code = waited ? *waited : kerr::coordinator_not_available;
+    for (auto& [tp, e] : out.partitions) {
+        if (e == kerr::none) e = code;
+    }
+    co_return out;
 }
 
 runtime::task<kafka::error_code> group_manager::delete_one(std::string name) {

@@ -22,7 +22,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 27> apis{{
+constexpr std::array<served_api, 28> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -49,6 +49,7 @@ constexpr std::array<served_api, 27> apis{{
     {api_key::alter_configs, 0, 2},
     {api_key::incremental_alter_configs, 0, 1},
     {api_key::describe_log_dirs, 0, 4},
+    {api_key::offset_delete, 0, 0},
     {api_key::describe_producers, 0, 0},
 }};
 
@@ -250,6 +251,10 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::describe_groups: {
         auto req = decode_body<kafka::DescribeGroupsRequest>(body, version);
         co_return co_await handle_describe_groups(ctx, std::move(req));
+    }
+    case api_key::offset_delete: {
+        auto req = decode_body<kafka::OffsetDeleteRequest>(body, version);
+        co_return co_await handle_offset_delete(ctx, std::move(req));
     }
     case api_key::delete_groups: {
         auto req = decode_body<kafka::DeleteGroupsRequest>(body, version);

@@ -162,4 +162,48 @@ runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGr
     co_return respond(merged, ctx);
 }
 
+// OffsetDelete (API 47): partitions of topics the catalog does not know are
+// UNKNOWN_TOPIC_OR_PARTITION here (as KafkaApis answers them); the rest go to the group's
+// coordinator. A group error answers the whole request with no topics, as Kafka does.
+runtime::task<std::string> handle_offset_delete(request_ctx ctx, kafka::OffsetDeleteRequest req) {
+    const std::int16_t v = ctx.version;
+    kafka::OffsetDeleteRequest known;
+    known.group_id = req.group_id;
+    for (const auto& t : req.topics) {
+        const topic_info* info = ctx.sh.cat->find(t.name);
+        if (!info) continue;
+        kafka::OffsetDeleteRequest::OffsetDeleteRequestTopic kt;
+        kt.name = t.name;
+        for (const auto& p : t.partitions) {
+            if (p.partition_index >= 0 && p.partition_index < info->partitions) kt.partitions.push_back(p);
+        }
+        if (!kt.partitions.empty()) known.topics.push_back(std::move(kt));
+    }
+    kafka::OffsetDeleteRequest* rq = &known;
+    auto answer = co_await on_group_owner(ctx.sh, req.group_id, [rq, v](shard& o) {
+        return coordinator_for(o, rq->group_id).delete_offsets(std::move(*rq), v);
+    });
+    kafka::OffsetDeleteResponse r;
+    r.error_code = answer.error_code;
+    if (answer.error_code != kerr::none) co_return respond(r, ctx);
+    for (const auto& t : req.topics) {
+        kafka::OffsetDeleteResponse::OffsetDeleteResponseTopic rt;
+        rt.name = t.name;
+        for (const auto& p : t.partitions) {
+            kafka::OffsetDeleteResponse::OffsetDeleteResponsePartition rp;
+            rp.partition_index = p.partition_index;
+            rp.error_code = kerr::unknown_topic_or_partition;
+            for (const auto& at : answer.topics) {
+                if (at.name != t.name) continue;
+                for (const auto& ap : at.partitions) {
+                    if (ap.partition_index == p.partition_index) rp.error_code = ap.error_code;
+                }
+            }
+            rt.partitions.push_back(rp);
+        }
+        r.topics.push_back(std::move(rt));
+    }
+    co_return respond(r, ctx);
+}
+
 } // namespace skiff::broker
