@@ -132,6 +132,13 @@ void register_metrics(shard& sh) {
         sh.throttle_ms[i] = reg.counter("skiff_quota_throttle_ms_total",
                                         "Milliseconds of throttle time asked of clients over their quota.", l);
     }
+    const char* unserved[2] = {"unknown_api", "unsupported_version"};
+    for (int i = 0; i < 2; ++i) {
+        sh.unserved_requests[i] = reg.counter("skiff_kafka_unserved_requests_total",
+                                              "Requests for an API or a version this broker does not serve; "
+                                              "each closed its connection, as Kafka does.",
+                                              metrics::labels{{"reason", unserved[i]}});
+    }
     sh.admission_throttled = reg.counter("skiff_produce_admission_throttled_total",
                                          "Produce answers that waited for room because the store was behind.");
     shard* p = &sh;

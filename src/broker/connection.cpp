@@ -71,6 +71,9 @@ runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, st
     try {
         auto reply = co_await handle_request(*c->sh, c->info, std::move(frame), at);
         slot->bytes = std::move(reply);
+    } catch (const unserved_request& e) {
+        log::warn("connection {}: {}; closing the connection, as Kafka does", c->peer, e.what());
+        slot->close_after = true;
     } catch (const std::exception& e) {
         // A handler bug must not take the broker down; the connection cannot continue
         // (the client would wait for this answer forever), so it is closed.

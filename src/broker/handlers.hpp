@@ -23,6 +23,12 @@ struct connection_error : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A request for an API or version that is not served: the connection closes, as Kafka closes it;
+// expected of old or foreign clients, so it is logged as a warning rather than a handler error.
+struct unserved_request : connection_error {
+    using connection_error::connection_error;
+};
+
 struct request_ctx {
     shard& sh;
     const conn_info& ci;

@@ -160,6 +160,7 @@ struct shard {
     metrics::counter throttled[2];         // answers with a quota throttle: produce, fetch
     metrics::counter throttle_ms[2];       // the throttle time they asked for
     metrics::counter admission_throttled;  // produce answers that waited for room
+    metrics::counter unserved_requests[2]; // requests of an API / a version not served (closed)
     std::vector<metrics::registration> registrations;
 };
 

@@ -6,7 +6,8 @@ serving normal clients (a real librdkafka producer and admin client, checked aft
     for the body
   - a truncated frame, then close; a truncated frame left open while others are served
   - garbage bytes
-  - an unknown API key: an error response with the request's correlation id, or a close
+  - an unknown API key, or a version of a served API that is not served: the connection is
+    closed without an answer (as Kafka does), logged and counted
   - ApiVersions with an unsupported version: error 35 (UNSUPPORTED_VERSION) in a v0 body with
     the supported ApiVersions range (KIP-511)
   - Produce with a record batch whose CRC is wrong: CORRUPT_MESSAGE (2) for that partition,
@@ -314,27 +315,45 @@ def test_garbage(t):
 
 
 def test_unknown_api_key(t):
+    """As Kafka (SocketServer.parseRequestHeader; Kafka 4 for the versions KIP-896 removed): a
+    request for an API or a version that is not served closes the connection without an answer
+    (none could be decoded: a response's layout depends on the version), with a warning naming
+    the API, the version and the client id, counted in skiff_kafka_unserved_requests_total."""
     b = serving_broker(t)
-    for key in (32000, 9999, -5):
+    API_FETCH = 1
+
+    def closed_without_answer(payload, what):
         with connect(b) as s:
-            s.sendall(request(key, 0, 0x1234ABCD, b"\x00" * 8))
+            s.sendall(payload)
             resp = recv_response(s)
             if resp is not None:
-                corr = struct.unpack(">i", resp[:4])[0]
-                if corr != 0x1234ABCD:
-                    raise AssertionError(f"unknown API key {key}: response with correlation id {corr:#x}, "
-                                         "expected 0x1234abcd")
-                t.log(f"API key {key}: error response ({len(resp)} bytes)")
-            else:
-                t.log(f"API key {key}: connection closed")
+                raise AssertionError(f"{what}: answered ({len(resp)} bytes) instead of closing the connection")
+
+    def unserved(reason):
+        return broker.metric_counter(b, "skiff_kafka_unserved_requests_total", reason=reason)
+
+    before_api, before_version = unserved("unknown_api"), unserved("unsupported_version")
+    for key in (32000, 9999, -5):
+        closed_without_answer(request(key, 0, 0x1234ABCD, b"\x00" * 8, client_id=b"old-tool"),
+                              f"unknown API key {key}")
         assert_serves(t, b, f"unknown API key {key}")
-    # A known key at a version the broker does not have (Metadata v999).
-    with connect(b) as s:
-        s.sendall(request(API_METADATA, 999, 77, b"\x00" * 4, flexible=True))
-        resp = recv_response(s)
-        if resp is not None and struct.unpack(">i", resp[:4])[0] != 77:
-            raise AssertionError(f"Metadata v999: correlation id {struct.unpack('>i', resp[:4])[0]}")
+    # Known keys at versions the broker does not serve: Metadata v999 (too new), Fetch v3 (too
+    # old: before magic-2 record batches).
+    closed_without_answer(request(API_METADATA, 999, 77, b"\x00" * 4, flexible=True), "Metadata v999")
     assert_serves(t, b, "Metadata v999")
+    closed_without_answer(request(API_FETCH, 3, 78, b"\x00" * 16), "Fetch v3")
+    assert_serves(t, b, "Fetch v3")
+    got = (unserved("unknown_api") - before_api, unserved("unsupported_version") - before_version)
+    if got != (3, 2):
+        raise AssertionError(f"skiff_kafka_unserved_requests_total grew by {got} (unknown_api, "
+                             "unsupported_version), expected (3, 2)")
+    with open(b.log_path, "rb") as f:
+        log = f.read().decode("utf-8", "replace")
+    for line in ("unknown API (key 9999) v0 is not served, from client id 'old-tool'",
+                 "Metadata (key 3) v999 is not served (versions 0-12 are)",
+                 "Fetch (key 1) v3 is not served (versions 4-12 are)"):
+        if line not in log:
+            raise AssertionError(f"the broker's log has no line with {line!r}")
     b.stop()
 
 

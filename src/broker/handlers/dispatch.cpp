@@ -6,6 +6,8 @@
 #include <skiff/broker/quota.hpp>
 #include <skiff/runtime/reactor.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -78,6 +80,28 @@ std::string api_versions(const request_ctx& ctx, bool unsupported) {
     return respond(r, ctx);
 }
 
+// A request for an API or a version that is not served closes the connection, as Kafka does
+// (SocketServer.parseRequestHeader: InvalidRequestException, "Closing socket ... because of
+// error"; Kafka 4 answers versions KIP-896 removed the same way): there is no answer a client
+// could decode, since the response's layout depends on the version. ApiVersions is the one
+// exception (answered in v0, above). Counted by reason, and the log line names the API, the
+// version, what is served and the client, which is what an operator needs to tell an old
+// client from a hostile one.
+[[noreturn]] void refuse_unserved(const request_ctx& ctx, std::int16_t key, const served_api* api) {
+    const kafka::api_info* codec = kafka::find_api(key);
+    const std::string name = codec ? std::string(codec->name) : "unknown API";
+    std::string what;
+    if (!api) {
+        ctx.sh.unserved_requests[0].inc();
+        what = fmt::format("{} (key {}) v{} is not served", name, key, ctx.version);
+    } else {
+        ctx.sh.unserved_requests[1].inc();
+        what = fmt::format("{} (key {}) v{} is not served (versions {}-{} are)", name, key, ctx.version,
+                           api->min_version, api->max_version);
+    }
+    throw unserved_request(fmt::format("{}, from client id '{}'", what, ctx.client_id));
+}
+
 } // namespace
 
 std::span<const served_api> served_apis() noexcept { return apis; }
@@ -127,12 +151,7 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
         (void)decode_body<kafka::ApiVersionsRequest>(hdr->body, version);
         co_return api_versions(ctx, false);
     }
-    if (!api) throw connection_error("unsupported API key " + std::to_string(key));
-    if (version < api->min_version || version > api->max_version) {
-        throw connection_error("unsupported version " + std::to_string(version) + " of API key " +
-                               std::to_string(key) + " (served: " + std::to_string(api->min_version) + "-" +
-                               std::to_string(api->max_version) + ")");
-    }
+    if (!api || version < api->min_version || version > api->max_version) refuse_unserved(ctx, key, api);
     auto body = hdr->body;
     switch (static_cast<api_key>(key)) {
     case api_key::produce: {
