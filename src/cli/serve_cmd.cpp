@@ -105,8 +105,11 @@ const flag flags[] = {
     {"default-partitions", kind::number, "N", "partitions of auto-created topics",
      [](const cfg_t& c) { return std::to_string(c.default_partitions); }},
     {"etcd", kind::text, "URL[,URL...]", "cluster mode: etcd client URLs (docs/cluster.md); none: a single broker"},
-    {"broker-id", kind::number, "N", "this broker's id, unique in the cluster",
+    {"node-id", kind::number, "N",
+     "this broker's id (Kafka's node.id), shown in Metadata, FindCoordinator and DescribeCluster; unique in "
+     "a cluster",
      [](const cfg_t& c) { return std::to_string(c.node_id); }},
+    {"broker-id", kind::number, "N", "the same as --node-id (Kafka's older name, broker.id)"},
     {"lease-ttl-s", kind::number, "S", "cluster mode: a dead broker's partitions move after this many seconds",
      [](const cfg_t& c) { return std::to_string(c.lease_ttl.count()); }},
     {"rack", kind::text, "NAME", "cluster mode: this broker's rack, reported in Metadata"},
@@ -378,6 +381,15 @@ result<broker::broker_config, std::string> make_config(const settings& s) {
     if (s.values.count("group-initial-rebalance-delay-ms")) cfg.group_initial_rebalance_delay = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};
     if (s.values.count("broker-id")) cfg.node_id = static_cast<std::int32_t>(n);
+    if (auto e = number(s, "node-id", 0, 2147483647, n)) return failure{*e};
+    if (s.values.count("node-id")) {
+        // Two names for one id (Kafka's node.id and broker.id): given both, they must agree.
+        if (s.values.count("broker-id") && cfg.node_id != static_cast<std::int32_t>(n)) {
+            return failure{"--node-id " + std::to_string(n) + " and --broker-id " + std::to_string(cfg.node_id) +
+                           " name one id differently; give one of them"};
+        }
+        cfg.node_id = static_cast<std::int32_t>(n);
+    }
     if (auto e = number(s, "lease-ttl-s", 2, 300, n)) return failure{*e};
     if (s.values.count("lease-ttl-s")) cfg.lease_ttl = std::chrono::seconds(n);
     if (auto* v = text("rack")) cfg.rack = *v;

@@ -19,6 +19,10 @@ checked on the wire against a running broker.
     consumer left, the subscribed topic's offsets delete too, and a restart keeps the deletion;
     an unknown group is GROUP_ID_NOT_FOUND.
 
+  - --node-id 7 on one broker: Metadata names broker 7 (controller, leader of every
+    partition), FindCoordinator answers 7, a confluent-kafka producer and consumer work against
+    it; --node-id and --broker-id that disagree are refused at start-up with one sentence.
+
 No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
 here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
@@ -26,6 +30,7 @@ here from Kafka's schemas (flexible versions: compact strings and arrays, tagged
 """
 import os
 import struct
+import subprocess
 import sys
 import time
 
@@ -35,7 +40,7 @@ from ckutil import admin, create_topic, produce_all, producer  # noqa: E402
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from test_bad_input import connect, recv_response, request  # noqa: E402
 
-API_VERSIONS, DESCRIBE_LOG_DIRS, OFFSET_DELETE, DESCRIBE_PRODUCERS = 18, 35, 47, 61
+FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, OFFSET_DELETE, DESCRIBE_PRODUCERS = 10, 18, 35, 47, 61
 UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 3, 69, 86
 
 
@@ -376,5 +381,60 @@ def test_describe_producers(t):
     b.stop()
 
 
+
+def find_coordinator_v0(b, group):
+    """FindCoordinator v0 for a group: (error, node id, host, port)."""
+    g = group.encode()
+    with connect(b) as s:
+        s.sendall(request(FIND_COORDINATOR, 0, 21, struct.pack(">h", len(g)) + g))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("FindCoordinator v0: connection closed")
+    r = Reader(resp)
+    corr, err, node = r.take(">i"), r.take(">h"), r.take(">i")
+    n = r.take(">h")
+    host = r.data[r.pos:r.pos + n].decode()
+    r.pos += n
+    port = r.take(">i")
+    if corr != 21:
+        raise AssertionError(f"FindCoordinator v0: correlation id {corr}")
+    return err, node, host, port
+
+
+def test_node_id(t):
+    b = t.broker(extra_args=["--node-id", "7"])
+    topic = t.topic("node")
+    create_topic(b, topic, 2)
+    md = admin(b).list_topics(timeout=20)
+    if sorted(md.brokers) != [7] or md.controller_id != 7:
+        raise AssertionError(f"Metadata with --node-id 7: brokers {sorted(md.brokers)}, controller {md.controller_id}")
+    leaders = sorted(p.leader for p in md.topics[topic].partitions.values())
+    if leaders != [7, 7]:
+        raise AssertionError(f"Metadata with --node-id 7: partition leaders {leaders}")
+    err, node, host, port = find_coordinator_v0(b, "g-node")
+    if (err, node, host, port) != (0, 7, "127.0.0.1", b.port):
+        raise AssertionError(f"FindCoordinator with --node-id 7: {(err, node, host, port)}")
+    # Real clients follow the id to the same address.
+    produce_all(b, topic, [(i % 2, b"k%d" % i, b"v%d" % i, None) for i in range(20)])
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-node", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        got, deadline = 0, time.time() + 30
+        while got < 20 and time.time() < deadline:
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                got += 1
+    finally:
+        c.close()
+    if got != 20:
+        raise AssertionError(f"a consumer of broker 7 read {got} of 20 records")
+    b.stop()
+    # The two names of the id must agree.
+    bad = t.broker(extra_args=["--node-id", "1", "--broker-id", "2"], start=False)
+    out = subprocess.run(bad.args(), capture_output=True, text=True, timeout=30)
+    if out.returncode == 0 or "--node-id 1 and --broker-id 2" not in out.stderr:
+        raise AssertionError(f"--node-id 1 --broker-id 2: exit {out.returncode}, stderr {out.stderr!r:.200}")
+
 if __name__ == "__main__":
-    broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180)])
+    broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180),
+                 (test_node_id, 120)])
