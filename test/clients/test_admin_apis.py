@@ -23,6 +23,12 @@ checked on the wire against a running broker.
     partition), FindCoordinator answers 7, a confluent-kafka producer and consumer work against
     it; --node-id and --broker-id that disagree are refused at start-up with one sentence.
 
+  - Metadata's auto-creation answer (as Kafka's AutoTopicCreationManager): the Metadata v4
+    request that creates a topic gets LEADER_NOT_AVAILABLE and no partitions, the next one the
+    partitions; without allow_auto_topic_creation an unknown topic is UNKNOWN_TOPIC_OR_PARTITION
+    and is not created; a topic deleted and then asked for comes back as new (LEADER_NOT_AVAILABLE
+    first), and a confluent-kafka producer writes to an auto-created topic.
+
 No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
 here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
@@ -40,8 +46,8 @@ from ckutil import admin, create_topic, produce_all, producer  # noqa: E402
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from test_bad_input import connect, recv_response, request  # noqa: E402
 
-FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, OFFSET_DELETE, DESCRIBE_PRODUCERS = 10, 18, 35, 47, 61
-UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 3, 69, 86
+METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, OFFSET_DELETE, DESCRIBE_PRODUCERS = 3, 10, 18, 35, 47, 61
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 3, 5, 69, 86
 
 
 def uvarint(n):
@@ -435,6 +441,77 @@ def test_node_id(t):
     if out.returncode == 0 or "--node-id 1 and --broker-id 2" not in out.stderr:
         raise AssertionError(f"--node-id 1 --broker-id 2: exit {out.returncode}, stderr {out.stderr!r:.200}")
 
+
+def metadata_v4(b, topics, allow_auto):
+    """Metadata v4 for `topics`: {name: (error, [partition indexes])}."""
+    body = struct.pack(">i", len(topics))
+    for name in topics:
+        body += struct.pack(">h", len(name)) + name.encode()
+    body += struct.pack(">b", 1 if allow_auto else 0)
+    with connect(b) as s:
+        s.sendall(request(METADATA, 4, 31, body))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("Metadata v4: connection closed")
+    r = Reader(resp)
+
+    def string():
+        n = r.take(">h")
+        if n < 0:
+            return None
+        v = r.data[r.pos:r.pos + n].decode()
+        r.pos += n
+        return v
+
+    if r.take(">i") != 31:
+        raise AssertionError("Metadata v4: wrong correlation id")
+    r.take(">i")  # throttle
+    for _ in range(r.take(">i")):
+        r.take(">i"), string(), r.take(">i"), string()
+    string()  # cluster id
+    r.take(">i")  # controller
+    out = {}
+    for _ in range(r.take(">i")):
+        err, name, _internal = r.take(">h"), string(), r.take(">b")
+        parts = []
+        for _ in range(r.take(">i")):
+            _perr, idx, _leader = r.take(">h"), r.take(">i"), r.take(">i")
+            for _ in range(r.take(">i")):
+                r.take(">i")
+            for _ in range(r.take(">i")):
+                r.take(">i")
+            parts.append(idx)
+        out[name] = (err, sorted(parts))
+    return out
+
+
+def test_metadata_auto_create(t):
+    b = t.broker(extra_args=["--auto-create-topics", "true", "--default-partitions", "3"])
+    topic, unknown = t.topic("auto"), t.topic("never")
+    got = metadata_v4(b, [unknown], allow_auto=False)
+    if got != {unknown: (UNKNOWN_TOPIC_OR_PARTITION, [])}:
+        raise AssertionError(f"Metadata without auto-creation: {got}")
+    first = metadata_v4(b, [topic], allow_auto=True)
+    if first != {topic: (LEADER_NOT_AVAILABLE, [])}:
+        raise AssertionError(f"the Metadata that creates {topic}: {first}, expected LEADER_NOT_AVAILABLE and "
+                             "no partitions")
+    second = metadata_v4(b, [topic, unknown], allow_auto=False)
+    if second != {topic: (0, [0, 1, 2]), unknown: (UNKNOWN_TOPIC_OR_PARTITION, [])}:
+        raise AssertionError(f"the next Metadata: {second}")
+    # Deleted, then asked for: it comes back as a new topic, not at once with partitions.
+    a = admin(b)   # alive until the future resolves
+    a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=30)
+    again = metadata_v4(b, [topic], allow_auto=True)
+    if again != {topic: (LEADER_NOT_AVAILABLE, [])}:
+        raise AssertionError(f"Metadata of a just-deleted topic: {again}")
+    if metadata_v4(b, [topic], allow_auto=True) != {topic: (0, [0, 1, 2])}:
+        raise AssertionError("the re-created topic has no partitions on the next Metadata")
+    # A real producer follows the retry to an auto-created topic.
+    fresh = t.topic("auto-produce")
+    produce_all(b, fresh, [(None, b"k%d" % i, b"v%d" % i, None) for i in range(10)])
+    if metadata_v4(b, [fresh], allow_auto=False)[fresh][0] != 0:
+        raise AssertionError("the producer's topic was not created")
+
 if __name__ == "__main__":
     broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180),
-                 (test_node_id, 120)])
+                 (test_node_id, 120), (test_metadata_auto_create, 120)])

@@ -95,10 +95,20 @@ runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataReque
             auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
                 return create_topic(sh0, name, parts, std::map<std::string, std::string>(), false);
             });
-            if (out.error != kerr::none && out.error != kerr::topic_already_exists) {
+            kafka::MetadataResponse::MetadataResponseTopic mt;
+            mt.name = name;
+            if (out.error == kerr::none || out.error == kerr::topic_already_exists) {
+                // As Kafka answers the request that creates a topic (AutoTopicCreationManager):
+                // LEADER_NOT_AVAILABLE and no partitions; the client asks again and gets them.
+                // Also when another request created it a moment ago. A client that lists a topic
+                // it has just deleted thereby sees it come back as new, not as if never deleted.
+                mt.error_code = kerr::leader_not_available;
+            } else {
                 log::warn("auto-creating topic {}: {}", name, out.message);
+                mt.error_code = out.error;
             }
-            t = ctx.sh.cat->find(name); // the broadcast reached this core before the answer
+            r.topics.push_back(std::move(mt));
+            continue;
         }
         if (!t) {
             kafka::MetadataResponse::MetadataResponseTopic mt;
