@@ -79,6 +79,9 @@ runtime::task<kafka::IncrementalAlterConfigsResponse> incremental_alter_configs(
 runtime::task<kafka::DeleteRecordsResponse> delete_records(shard& sh, kafka::DeleteRecordsRequest req);
 // DescribeProducers: each partition's idempotent producers, from its owning core.
 runtime::task<kafka::DescribeProducersResponse> describe_producers(shard& sh, kafka::DescribeProducersRequest req);
+// ElectLeaders (API 43): handlers/elect_leaders.cpp.
+runtime::task<kafka::ElectLeadersResponse> elect_leaders(shard& sh, kafka::ElectLeadersRequest req,
+                                                          std::int16_t version);
 // DescribeLogDirs: the store as the one log dir, with the size of each partition served here.
 runtime::task<kafka::DescribeLogDirsResponse> describe_log_dirs(shard& sh, kafka::DescribeLogDirsRequest req);
 

@@ -133,7 +133,9 @@ class Broker:
             a += ["--data-dir", self.data_dir]
         return a + self.extra_args
 
-    def start(self, timeout=30):
+    def start(self, timeout=30, wait=True):
+        """Starts the process (from this thread: the broker gets SIGKILL when the thread that
+        started it ends) and, with wait, waits until it accepts connections."""
         if self.proc is not None and self.proc.poll() is None:
             raise BrokerError(f"broker {self.name} already running")
         self.starts += 1
@@ -148,7 +150,8 @@ class Broker:
                                      stdin=subprocess.DEVNULL, cwd=self.workdir, env=self.env,
                                      preexec_fn=child)
         log.close()
-        self.wait_ready(timeout)
+        if wait:
+            self.wait_ready(timeout)
         return self
 
     def wait_ready(self, timeout=30):

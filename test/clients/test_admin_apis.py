@@ -29,6 +29,11 @@ checked on the wire against a running broker.
     and is not created; a topic deleted and then asked for comes back as new (LEADER_NOT_AVAILABLE
     first), and a confluent-kafka producer writes to an auto-created topic.
 
+  - ElectLeaders (API 43, v0-v2) on one broker: ELECTION_NOT_NEEDED for each partition named,
+    UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or partition; every partition (a null list):
+    each topic listed with no partitions (none needed an election); an unknown election type is
+    INVALID_REQUEST. (The cluster case is in test_cluster.py.)
+
 No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
 here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
@@ -46,8 +51,10 @@ from ckutil import admin, create_topic, produce_all, producer  # noqa: E402
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from test_bad_input import connect, recv_response, request  # noqa: E402
 
-METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, OFFSET_DELETE, DESCRIBE_PRODUCERS = 3, 10, 18, 35, 47, 61
-UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC = 3, 5, 69, 86
+METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, OFFSET_DELETE, DESCRIBE_PRODUCERS = \
+    3, 10, 18, 35, 43, 47, 61
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 3, 5, 42, 69
+ELECTION_NOT_NEEDED, GROUP_SUBSCRIBED_TO_TOPIC = 84, 86
 
 
 def uvarint(n):
@@ -512,6 +519,96 @@ def test_metadata_auto_create(t):
     if metadata_v4(b, [fresh], allow_auto=False)[fresh][0] != 0:
         raise AssertionError("the producer's topic was not created")
 
+
+def elect_leaders(b, topics, election_type=0, version=1, timeout_ms=30000):
+    """ElectLeaders v0-2. topics: {topic: [partitions]} or None (every partition).
+    Returns (top-level error or None for v0, {topic: {partition: error}})."""
+    flexible = version >= 2
+
+    def string(x):
+        x = x.encode()
+        return uvarint(len(x) + 1) + x if flexible else struct.pack(">h", len(x)) + x
+
+    def array_len(n):
+        if n is None:
+            return b"\x00" if flexible else struct.pack(">i", -1)
+        return uvarint(n + 1) if flexible else struct.pack(">i", n)
+
+    body = struct.pack(">b", election_type) if version >= 1 else b""
+    if topics is None:
+        body += array_len(None)
+    else:
+        body += array_len(len(topics))
+        for name, parts in topics.items():
+            body += string(name) + array_len(len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
+            body += b"\x00" if flexible else b""
+    body += struct.pack(">i", timeout_ms) + (b"\x00" if flexible else b"")
+    with connect(b) as s:
+        s.sendall(request(ELECT_LEADERS, version, 41, body, flexible=flexible))
+        resp = recv_response(s, timeout=timeout_ms / 1000 + 30)
+    if resp is None:
+        raise AssertionError(f"ElectLeaders v{version}: connection closed")
+    r = Reader(resp)
+    if r.take(">i") != 41:
+        raise AssertionError("ElectLeaders: wrong correlation id")
+    if flexible:
+        r.uvarint()  # response header tags
+
+    def n_items():
+        return r.uvarint() - 1 if flexible else r.take(">i")
+
+    def rstring():
+        if flexible:
+            n = r.uvarint() - 1
+        else:
+            n = r.take(">h")
+        if n < 0:
+            return None
+        v = r.data[r.pos:r.pos + n].decode()
+        r.pos += n
+        return v
+
+    r.take(">i")  # throttle
+    top = r.take(">h") if version >= 1 else None
+    out = {}
+    for _ in range(n_items()):
+        topic = rstring()
+        parts = {}
+        for _ in range(n_items()):
+            pid, err = r.take(">i"), r.take(">h")
+            rstring()
+            if flexible:
+                r.uvarint()
+            parts[pid] = err
+        if flexible:
+            r.uvarint()
+        out[topic] = parts
+    return top, out
+
+
+def test_elect_leaders(t):
+    b = t.broker()
+    topic = t.topic("elect")
+    create_topic(b, topic, 3)
+    for v in (0, 1, 2):
+        top, got = elect_leaders(b, {topic: [0, 2, 7], "no-such-topic": [0]}, version=v)
+        want = {topic: {0: ELECTION_NOT_NEEDED, 2: ELECTION_NOT_NEEDED, 7: UNKNOWN_TOPIC_OR_PARTITION},
+                "no-such-topic": {0: UNKNOWN_TOPIC_OR_PARTITION}}
+        if got != want or top not in (None, 0):
+            raise AssertionError(f"ElectLeaders v{v}: {top} {got}, expected {want}")
+    top, got = elect_leaders(b, None, version=1)
+    if top != 0 or got.get(topic) != {}:
+        raise AssertionError(f"ElectLeaders of every partition: {top} {got}, expected {topic} with none listed")
+    top, got = elect_leaders(b, {topic: [0]}, election_type=1, version=2)
+    if (top, got) != (0, {topic: {0: ELECTION_NOT_NEEDED}}):
+        raise AssertionError(f"an unclean ElectLeaders: {top} {got}")
+    top, got = elect_leaders(b, {topic: [0]}, election_type=5, version=1)
+    if top != INVALID_REQUEST:
+        raise AssertionError(f"ElectLeaders with election type 5: top-level error {top}, expected 42")
+    if served_versions(b).get(ELECT_LEADERS) != (0, 2):
+        raise AssertionError(f"ApiVersions lists ElectLeaders as {served_versions(b).get(ELECT_LEADERS)}")
+
 if __name__ == "__main__":
     broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180),
-                 (test_node_id, 120), (test_metadata_auto_create, 120)])
+                 (test_node_id, 120), (test_metadata_auto_create, 120),
+                 (test_elect_leaders, 120)])

@@ -478,10 +478,46 @@ def test_bad_cluster_settings(t):
     e.stop()
 
 
+
+def test_elect_leaders_moves_to_preferred(t):
+    """ElectLeaders in cluster mode: a broker that comes back prefers some partitions again; an
+    election of every partition, sent at once, is answered NONE for those still moving to their
+    preferred owner (the answer waits for the move) and ELECTION_NOT_NEEDED for the rest, never
+    a timeout; afterwards every partition is led by its preferred owner (a second election needs
+    none) and all three brokers agree on the leaders."""
+    from test_admin_apis import elect_leaders  # noqa: E402
+    e, bs = start_cluster(t)
+    topic = t.topic("elect")
+    create_topic(bs[0], topic, 12)
+    bs[2].stop(timeout=30)      # hands its partitions to the other two
+    bs[2].start(wait=False)
+    # Elect as soon as broker 1 sees broker 3 again: its partitions are then still moving.
+    broker.wait_until(lambda: len(admin(bs[0]).list_topics(timeout=10).brokers) == 3, 30, "broker 3 to rejoin",
+                      interval=0.01)
+    top, got = elect_leaders(bs[0], {topic: list(range(12))}, version=2, timeout_ms=30000)
+    codes = sorted(set(got.get(topic, {}).values()))
+    t.log(f"first election: {sum(1 for c in got[topic].values() if c == 0)} moved, "
+          f"{sum(1 for c in got[topic].values() if c == 84)} not needed")
+    if top != 0 or sorted(got[topic]) != list(range(12)) or not set(codes) <= {0, 84}:
+        raise AssertionError(f"ElectLeaders after a broker rejoined: {top} {got}")
+    bs[2].wait_ready()
+    top, again = elect_leaders(bs[1], {topic: list(range(12))}, version=1)
+    if top != 0 or set(again[topic].values()) != {84}:
+        raise AssertionError(f"a second ElectLeaders: {top} {again}, expected ELECTION_NOT_NEEDED everywhere")
+    top, every = elect_leaders(bs[2], None, version=2)
+    if top != 0 or every.get(topic) != {}:
+        raise AssertionError(f"ElectLeaders of every partition: {top} {every}")
+    owners = leaders(bs[0], topic)
+    if 3 not in owners.values():
+        raise AssertionError(f"broker 3 leads nothing after it rejoined: {owners}")
+    for b in bs[1:]:
+        broker.wait_until(lambda b=b: leaders(b, topic) == owners, 10, f"broker {b.name} to agree on leaders")
+
 if __name__ == "__main__":
     broker.main([
         (test_bad_cluster_settings, 120),
         (test_three_brokers_any_bootstrap, 180),
+        (test_elect_leaders_moves_to_preferred, 180),
         (test_consumer_groups_spread_over_coordinators, 240),
         (test_sigkill_owner_with_s3_faults, 300),
         (test_idempotent_producer_across_owner_change, 300),
