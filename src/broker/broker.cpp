@@ -535,7 +535,9 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     broker_shared shared;
     shared.cfg = std::move(cfg);
     shared.put_rate = std::make_unique<storage::put_rate>(shared.cfg.max_puts_per_second);
-    if (shared.cfg.quotas.any()) shared.quotas = std::make_unique<quota_meter>(shared.cfg.quotas);
+    // Always: quotas may also arrive later through AlterClientQuotas. Unlimited kinds cost one
+    // relaxed load per request.
+    shared.quotas = std::make_unique<quota_meter>(shared.cfg.quotas);
     shared.cores = cores;
     shared.shards.assign(cores, nullptr);
     startup su;

@@ -130,6 +130,19 @@ runtime::task<result<catalog, storage::store_error>> load_catalog(storage::objec
         }
         out.topics.emplace(t->name, std::move(*t));
     }
+    const std::string quotas_key = client_quotas_key(ns);
+    auto quotas = co_await store.get(quotas_key, std::nullopt, st);
+    if (quotas) {
+        auto table = decode_client_quotas(quotas->data);
+        if (table) {
+            out.quotas = std::make_shared<const client_quota_table>(std::move(*table));
+        } else {
+            // The command-line quotas still apply; the next AlterClientQuotas rewrites the object.
+            log::warn("catalog: ignoring the client quotas in {}: {}", quotas_key, table.error());
+        }
+    } else if (quotas.error().code != storage::errc::not_found) {
+        co_return failure{quotas.error()};
+    }
     out.version = 1;
     co_return out;
 }

@@ -79,6 +79,9 @@ runtime::task<kafka::IncrementalAlterConfigsResponse> incremental_alter_configs(
 runtime::task<kafka::DeleteRecordsResponse> delete_records(shard& sh, kafka::DeleteRecordsRequest req);
 // DescribeProducers: each partition's idempotent producers, from its owning core.
 runtime::task<kafka::DescribeProducersResponse> describe_producers(shard& sh, kafka::DescribeProducersRequest req);
+// DescribeClientQuotas / AlterClientQuotas (APIs 48, 49): handlers/client_quotas.cpp.
+kafka::DescribeClientQuotasResponse describe_client_quotas(const shard& sh, const kafka::DescribeClientQuotasRequest& req);
+runtime::task<kafka::AlterClientQuotasResponse> alter_client_quotas(shard& sh, kafka::AlterClientQuotasRequest req);
 // ElectLeaders (API 43): handlers/elect_leaders.cpp.
 runtime::task<kafka::ElectLeadersResponse> elect_leaders(shard& sh, kafka::ElectLeadersRequest req,
                                                           std::int16_t version);

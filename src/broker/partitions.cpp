@@ -245,6 +245,8 @@ void compute_policies(shard& sh, const catalog& snap) {
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
     sh.cat = snap;
     compute_policies(sh, *snap);
+    // Client quotas: one meter for the broker, so one core installs them.
+    if (sh.core == 0 && sh.shared->quotas) sh.shared->quotas->set_table(snap->quotas);
     // AlterConfigs: retention and compaction changes reach the open logs at once.
     for (auto& [key, slot] : sh.parts) {
         const auto& policy = policy_of(sh, key.first);
@@ -570,6 +572,44 @@ runtime::task<admin_outcome> alter_topic_configs(shard& sh0, std::string name, s
     auto begun = co_await cluster_catalog_begin(sh0);
     if (begun.error != kerr::none) co_return begun;
     auto out = co_await alter_topic_configs_locked(sh0, std::move(name), std::move(changes), replace, validate_only);
+    co_await cluster_catalog_end(sh0, out.error == kerr::none && !validate_only);
+    co_return out;
+}
+
+namespace {
+runtime::task<admin_outcome> change_client_quotas_locked(shard& sh0, std::vector<quota_change> changes,
+                                                         bool validate_only) {
+    auto next = std::make_shared<client_quota_table>(*sh0.cat->quotas);
+    for (auto& c : changes) {
+        auto& values = next->entries[c.entity];
+        if (c.value) {
+            values[c.key] = *c.value;
+        } else {
+            values.erase(c.key);
+        }
+        if (values.empty()) next->entries.erase(c.entity);
+    }
+    if (validate_only || *next == *sh0.cat->quotas) co_return admin_outcome{};
+    auto put = co_await sh0.store->put(client_quotas_key(sh0.cfg().ns), encode_client_quotas(*next), false, {});
+    if (!put) co_return admin_outcome{kerr::kafka_storage_error, put.error().message};
+    auto snap = std::make_shared<catalog>(*sh0.cat);
+    snap->quotas = std::move(next);
+    ++snap->version;
+    log::info("client quotas changed: {} entit{} with quotas", snap->quotas->entries.size(),
+              snap->quotas->entries.size() == 1 ? "y" : "ies");
+    co_await install_catalog(sh0, std::move(snap));
+    co_return admin_outcome{};
+}
+} // namespace
+
+runtime::task<admin_outcome> change_client_quotas(shard& sh0, std::vector<quota_change> changes, bool validate_only) {
+    auto lock = co_await sh0.catalog_lock.acquire(1);
+    if (!lock) co_return admin_outcome{kerr::unknown_server_error, "the broker is shutting down"};
+    if (!sh0.cfg().clustered()) co_return co_await change_client_quotas_locked(sh0, std::move(changes), validate_only);
+    // From the stored catalog under the cluster's lock: another broker's change is not lost.
+    auto begun = co_await cluster_catalog_begin(sh0);
+    if (begun.error != kerr::none) co_return begun;
+    auto out = co_await change_client_quotas_locked(sh0, std::move(changes), validate_only);
     co_await cluster_catalog_end(sh0, out.error == kerr::none && !validate_only);
     co_return out;
 }

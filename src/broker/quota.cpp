@@ -1,4 +1,5 @@
 #include <skiff/broker/quota.hpp>
+#include <skiff/broker/client_quotas.hpp>
 
 #include <skiff/core/parse_int.hpp>
 
@@ -74,14 +75,46 @@ std::string parse_client_quotas(std::string_view spec, quota_config& out) {
     return {};
 }
 
-quota_meter::quota_meter(quota_config cfg) : _cfg(std::move(cfg)) {
-    _overflow.limits = _cfg.defaults;
-    _limited[0] = _cfg.defaults.produce_bytes_per_second > 0;
-    _limited[1] = _cfg.defaults.fetch_bytes_per_second > 0;
+quota_meter::quota_meter(quota_config cfg) : _cfg(std::move(cfg)), _table(std::make_shared<client_quota_table>()) {
+    std::lock_guard g(_mu);
+    resolve(_overflow);
+    refresh_limited();
+}
+
+void quota_meter::resolve(entity& e) const {
+    // The overflow entity stands for ids past the bound: it gets what an unnamed id would.
+    const auto l = &e == &_overflow ? resolve_quota(*_table, _cfg, anonymous_user, std::nullopt)
+                                    : resolve_quota(*_table, _cfg, anonymous_user, e.client_id);
+    e.rate[0].store(l.produce_bytes_per_second, std::memory_order_relaxed);
+    e.rate[1].store(l.fetch_bytes_per_second, std::memory_order_relaxed);
+}
+
+void quota_meter::refresh_limited() {
+    // Whether any client can be limited, per kind: the hot path skips metering otherwise.
+    bool any[2] = {_cfg.defaults.produce_bytes_per_second > 0, _cfg.defaults.fetch_bytes_per_second > 0};
     for (const auto& [id, l] : _cfg.clients) {
-        _limited[0] = _limited[0] || l.produce_bytes_per_second > 0;
-        _limited[1] = _limited[1] || l.fetch_bytes_per_second > 0;
+        any[0] = any[0] || l.produce_bytes_per_second > 0;
+        any[1] = any[1] || l.fetch_bytes_per_second > 0;
     }
+    for (const auto& [e, values] : _table->entries) {
+        any[0] = any[0] || values.count(producer_byte_rate) > 0;
+        any[1] = any[1] || values.count(consumer_byte_rate) > 0;
+    }
+    _limited[0].store(any[0], std::memory_order_relaxed);
+    _limited[1].store(any[1], std::memory_order_relaxed);
+}
+
+void quota_meter::set_table(std::shared_ptr<const client_quota_table> t) {
+    if (!t) t = std::make_shared<client_quota_table>();
+    std::lock_guard g(_mu);
+    if (_table == t || *_table == *t) {
+        _table = std::move(t);
+        return;
+    }
+    _table = std::move(t);
+    for (auto& [id, e] : _entities) resolve(*e);
+    resolve(_overflow);
+    refresh_limited();
 }
 
 quota_meter::entity& quota_meter::find(std::string_view client_id) {
@@ -89,8 +122,8 @@ quota_meter::entity& quota_meter::find(std::string_view client_id) {
     if (auto it = _entities.find(std::string(client_id)); it != _entities.end()) return *it->second;
     if (_entities.size() >= max_entities) return _overflow;
     auto e = std::make_unique<entity>();
-    auto c = _cfg.clients.find(client_id);
-    e->limits = c != _cfg.clients.end() ? c->second : _cfg.defaults;
+    e->client_id = std::string(client_id);
+    resolve(*e);
     auto& ref = *e;
     _entities.emplace(std::string(client_id), std::move(e));
     return ref;
@@ -103,7 +136,7 @@ std::size_t quota_meter::entities() const {
 
 std::chrono::milliseconds quota_meter::record(entity& e, quota_kind k, std::size_t bytes,
                                               std::int64_t now_ns) const noexcept {
-    const double rate = k == quota_kind::produce ? e.limits.produce_bytes_per_second : e.limits.fetch_bytes_per_second;
+    const double rate = e.rate[static_cast<int>(k)].load(std::memory_order_relaxed);
     if (rate <= 0 || bytes == 0) return std::chrono::milliseconds(0);
     const auto cost = static_cast<std::int64_t>(std::ceil(static_cast<double>(bytes) * 1e9 / rate));
     auto& tat = e.tat[static_cast<int>(k)];

@@ -75,7 +75,7 @@ struct broker_shared {
     std::vector<shard*> shards;      // shard i is only touched on core i
     storage::global_io_cap io_cap{256};
     std::unique_ptr<storage::put_rate> put_rate; // the request budget, every core's flushes
-    std::unique_ptr<quota_meter> quotas;         // null: no client quotas configured
+    std::unique_ptr<quota_meter> quotas;         // client quotas (flags and AlterClientQuotas)
     std::atomic<bool> stopping{false};
     // Cluster mode: core 0's cluster state, and the end of the lease's proven lifetime on the
     // steady clock (ns since its epoch), which every core checks before acknowledging a write.
@@ -215,6 +215,17 @@ struct config_change {
 // list), UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR; validate_only stores nothing.
 runtime::task<admin_outcome> alter_topic_configs(shard& sh0, std::string name, std::vector<config_change> changes,
                                                  bool replace, bool validate_only);
+// One change of a client quota (AlterClientQuotas, already validated): set `key` of `entity`
+// to `value`, or remove it (nullopt).
+struct quota_change {
+    quota_entity entity;
+    std::string key;
+    std::optional<double> value;
+};
+// Applies `changes` to the stored client quotas (quotas.json, one PUT when anything changed)
+// and installs them on every core; in cluster mode under the catalog lock, announced like a
+// catalog change. KAFKA_STORAGE_ERROR when the PUT fails; validate_only stores nothing.
+runtime::task<admin_outcome> change_client_quotas(shard& sh0, std::vector<quota_change> changes, bool validate_only);
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 

@@ -34,6 +34,13 @@ checked on the wire against a running broker.
     each topic listed with no partitions (none needed an election); an unknown election type is
     INVALID_REQUEST. (The cluster case is in test_cluster.py.)
 
+  - DescribeClientQuotas / AlterClientQuotas (APIs 48, 49, v0): entities by client id, user,
+    both and their defaults with producer_byte_rate / consumer_byte_rate; Kafka's refusals with
+    its messages (empty entity, duplicate or unknown entity type, ip with user, unknown key,
+    a value <= 0, a fractional byte rate) and skiff's (keys it does not enforce); validate_only
+    stores nothing; Kafka's filters (exact, default, specified; strict); kept across a restart;
+    a removal. (Enforcement through a real producer is in test_quotas.py.)
+
 No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
 here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
@@ -54,7 +61,8 @@ from test_bad_input import connect, recv_response, request  # noqa: E402
 METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, OFFSET_DELETE, DESCRIBE_PRODUCERS = \
     3, 10, 18, 35, 43, 47, 61
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 3, 5, 42, 69
-ELECTION_NOT_NEEDED, GROUP_SUBSCRIBED_TO_TOPIC = 84, 86
+ELECTION_NOT_NEEDED, GROUP_SUBSCRIBED_TO_TOPIC, UNSUPPORTED_VERSION = 84, 86, 35
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 
 
 def uvarint(n):
@@ -608,7 +616,171 @@ def test_elect_leaders(t):
     if served_versions(b).get(ELECT_LEADERS) != (0, 2):
         raise AssertionError(f"ApiVersions lists ElectLeaders as {served_versions(b).get(ELECT_LEADERS)}")
 
+
+def _str(x):
+    if x is None:
+        return struct.pack(">h", -1)
+    x = x.encode()
+    return struct.pack(">h", len(x)) + x
+
+
+def _read_str(r):
+    n = r.take(">h")
+    if n < 0:
+        return None
+    v = r.data[r.pos:r.pos + n].decode()
+    r.pos += n
+    return v
+
+
+def _entity_key(parts):
+    return tuple(sorted(parts))
+
+
+def alter_client_quotas(b, entries, validate_only=False):
+    """AlterClientQuotas v0. entries: [([(type, name or None)], [(key, value or None to remove)])].
+    Returns [(error, message)] in request order."""
+    body = struct.pack(">i", len(entries))
+    for entity, ops in entries:
+        body += struct.pack(">i", len(entity)) + b"".join(_str(t) + _str(n) for t, n in entity)
+        body += struct.pack(">i", len(ops))
+        for k, v in ops:
+            body += _str(k) + struct.pack(">d", v if v is not None else 0.0) + struct.pack(">b", v is None)
+    body += struct.pack(">b", validate_only)
+    with connect(b) as s:
+        s.sendall(request(ALTER_CLIENT_QUOTAS, 0, 51, body))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("AlterClientQuotas v0: connection closed")
+    r = Reader(resp)
+    if r.take(">i") != 51:
+        raise AssertionError("AlterClientQuotas: wrong correlation id")
+    r.take(">i")
+    out = []
+    for _ in range(r.take(">i")):
+        err, msg = r.take(">h"), _read_str(r)
+        for _ in range(r.take(">i")):
+            _read_str(r), _read_str(r)
+        out.append((err, msg))
+    return out
+
+
+def describe_client_quotas(b, components=(), strict=False):
+    """DescribeClientQuotas v0. components: [(type, match_type, match)]. Returns (error, message,
+    {entity key: {quota key: value}} or None)."""
+    body = struct.pack(">i", len(components))
+    for t, mt, m in components:
+        body += _str(t) + struct.pack(">b", mt) + _str(m)
+    body += struct.pack(">b", strict)
+    with connect(b) as s:
+        s.sendall(request(DESCRIBE_CLIENT_QUOTAS, 0, 52, body))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("DescribeClientQuotas v0: connection closed")
+    r = Reader(resp)
+    if r.take(">i") != 52:
+        raise AssertionError("DescribeClientQuotas: wrong correlation id")
+    r.take(">i")
+    err, msg = r.take(">h"), _read_str(r)
+    n = r.take(">i")
+    if n < 0:
+        return err, msg, None
+    out = {}
+    for _ in range(n):
+        entity = [(_read_str(r), _read_str(r)) for _ in range(r.take(">i"))]
+        values = {}
+        for _ in range(r.take(">i")):
+            k = _read_str(r)
+            values[k] = r.take(">d")
+        out[_entity_key(entity)] = values
+    return err, msg, out
+
+
+def test_client_quotas_api(t):
+    b = t.broker()
+    if describe_client_quotas(b) != (0, None, {}):
+        raise AssertionError(f"a fresh broker describes quotas {describe_client_quotas(b)}")
+    slow = [("client-id", "slow")]
+    defaults = [("user", None), ("client-id", None)]
+    alice = [("user", "alice")]
+    got = alter_client_quotas(b, [
+        (slow, [("producer_byte_rate", 65536.0)]),
+        (defaults, [("consumer_byte_rate", 1048576.0)]),
+        (alice, [("producer_byte_rate", 2048.0), ("consumer_byte_rate", 4096.0)]),
+        ([], [("producer_byte_rate", 1.0)]),
+        ([("client-id", "a"), ("client-id", "b")], [("producer_byte_rate", 1.0)]),
+        ([("group", "g")], [("producer_byte_rate", 1.0)]),
+        ([("ip", "127.0.0.1"), ("user", "u")], [("connection_creation_rate", 1.0)]),
+        ([("client-id", "")], [("producer_byte_rate", 1.0)]),
+        (slow, [("no_such_key", 1.0)]),
+        ([("client-id", "zero")], [("producer_byte_rate", 0.0)]),
+        ([("client-id", "frac")], [("producer_byte_rate", 1.5)]),
+        ([("client-id", "req")], [("request_percentage", 50.0)]),
+    ])
+    want = [
+        (0, None), (0, None), (0, None),
+        (INVALID_REQUEST, "Invalid empty client quota entity"),
+        (INVALID_REQUEST, "Invalid client quota entity, duplicate entity entry client-id"),
+        (INVALID_REQUEST, "Unhandled client quota entity type: group"),
+        (INVALID_REQUEST, "Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId"),
+        (INVALID_REQUEST, "Empty client-id not supported"),
+        (INVALID_REQUEST, "Invalid configuration key no_such_key"),
+        (INVALID_REQUEST, "Quota producer_byte_rate must be greater than 0"),
+        (INVALID_REQUEST, "producer_byte_rate cannot be a fractional value."),
+        (INVALID_REQUEST, "request_percentage is not enforced by skiff; only producer_byte_rate and "
+                          "consumer_byte_rate are"),
+    ]
+    if got != want:
+        raise AssertionError("AlterClientQuotas answers:\n" + "\n".join(f"  {g} (want {w})" for g, w in zip(got, want)))
+    # validate_only: checked, not stored.
+    if alter_client_quotas(b, [([("client-id", "dry")], [("producer_byte_rate", 5.0)])], validate_only=True) != [(0, None)]:
+        raise AssertionError("a validate_only AlterClientQuotas was refused")
+    all_three = {_entity_key(slow): {"producer_byte_rate": 65536.0},
+                 _entity_key(defaults): {"consumer_byte_rate": 1048576.0},
+                 _entity_key(alice): {"consumer_byte_rate": 4096.0, "producer_byte_rate": 2048.0}}
+    if describe_client_quotas(b) != (0, None, all_three):
+        raise AssertionError(f"DescribeClientQuotas of everything: {describe_client_quotas(b)}")
+    # Kafka's filters.
+    cases = [
+        (([("client-id", 0, "slow")], False), {_entity_key(slow): all_three[_entity_key(slow)]}),
+        (([("client-id", 1, None)], False), {_entity_key(defaults): all_three[_entity_key(defaults)]}),
+        (([("client-id", 2, None)], False), {k: all_three[k] for k in (_entity_key(slow), _entity_key(defaults))}),
+        (([("client-id", 2, None)], True), {_entity_key(slow): all_three[_entity_key(slow)]}),
+        (([("user", 0, "alice")], True), {_entity_key(alice): all_three[_entity_key(alice)]}),
+        (([("user", 0, "bob")], False), {}),
+    ]
+    for (components, strict), want_entries in cases:
+        got = describe_client_quotas(b, components, strict)
+        if got != (0, None, want_entries):
+            raise AssertionError(f"DescribeClientQuotas {components} strict={strict}: {got}, expected {want_entries}")
+    refusals = [
+        ([("group", 0, "x")], UNSUPPORTED_VERSION, "Unsupported entity type group"),
+        ([("user", 0, None)], INVALID_REQUEST, "Request specified MATCH_TYPE_EXACT, but set match string to null."),
+        ([("user", 1, "x")], INVALID_REQUEST, "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."),
+        ([("user", 2, None), ("user", 0, "x")], INVALID_REQUEST, "Entity type user cannot appear more than once in the filter."),
+        ([("ip", 2, None), ("user", 2, None)], INVALID_REQUEST, "Invalid entity filter component combination. IP filter "
+         "component should not be used with user or clientId filter component."),
+        ([("user", 7, None)], INVALID_REQUEST, "Unknown match type 7"),
+    ]
+    for components, code, message in refusals:
+        got = describe_client_quotas(b, components)
+        if got != (code, message, None):
+            raise AssertionError(f"DescribeClientQuotas {components}: {got}, expected {(code, message, None)}")
+    # Stored: a restart has them back; a removal takes one key away, the last key the entity.
+    b.restart()
+    if describe_client_quotas(b) != (0, None, all_three):
+        raise AssertionError(f"after a restart: {describe_client_quotas(b)}")
+    if alter_client_quotas(b, [(alice, [("producer_byte_rate", None)]), (slow, [("producer_byte_rate", None)])]) != \
+            [(0, None), (0, None)]:
+        raise AssertionError("removing quotas was refused")
+    left = {_entity_key(defaults): all_three[_entity_key(defaults)], _entity_key(alice): {"consumer_byte_rate": 4096.0}}
+    if describe_client_quotas(b) != (0, None, left):
+        raise AssertionError(f"after removals: {describe_client_quotas(b)}")
+    if served_versions(b).get(DESCRIBE_CLIENT_QUOTAS) != (0, 1) or served_versions(b).get(ALTER_CLIENT_QUOTAS) != (0, 1):
+        raise AssertionError("ApiVersions does not list DescribeClientQuotas and AlterClientQuotas v0-1")
+
 if __name__ == "__main__":
     broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180),
                  (test_node_id, 120), (test_metadata_auto_create, 120),
-                 (test_elect_leaders, 120)])
+                 (test_elect_leaders, 120),
+                 (test_client_quotas_api, 120)])

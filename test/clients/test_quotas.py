@@ -3,6 +3,8 @@
 
 - A client id over its produce quota is told to wait (throttle_time_ms, seen by librdkafka's
   throttle callback) and held to the rate; another client id on the same broker is not.
+- A quota set through the Kafka API (AlterClientQuotas, client-id entity) is enforced the same
+  way at once, for the client id it names only, kept across a restart, and gone once removed.
 - A fetch quota slows a consumer down the same way; every record is still read, in order.
 - On S3 only (the local store is never slow enough to fill a buffer): behind a store that
   takes 400 ms per request, a partition's buffer bound fills, produces wait for room and are
@@ -133,8 +135,36 @@ def test_admission_under_slow_store(t):
         raise AssertionError(f"read {len(got)} records, not the {len(acked)} acknowledged ones in order")
 
 
+
+def test_quota_set_through_the_api(t):
+    from test_admin_apis import alter_client_quotas  # noqa: E402
+    b = t.broker()
+    topic = t.topic("apiq")
+    create_topic(b, topic, 1)
+    entity = [("client-id", "api-slow")]
+    if alter_client_quotas(b, [(entity, [("producer_byte_rate", float(QUOTA))])]) != [(0, None)]:
+        raise AssertionError("AlterClientQuotas refused a producer_byte_rate")
+    free_s, free_thr, _ = produce_all(b, topic, "api-free")
+    slow_s, slow_thr, _ = produce_all(b, topic, "api-slow")
+    t.log(f"api-free: {free_s:.2f} s, {len(free_thr)} throttles; api-slow: {slow_s:.2f} s, {len(slow_thr)} throttles")
+    if slow_s < 2.8 or not slow_thr or max(slow_thr) <= 0:
+        raise AssertionError(f"api-slow was not held to its quota: {slow_s:.2f} s, throttles {slow_thr}")
+    if free_thr and max(free_thr) > 0:
+        raise AssertionError(f"api-free has no quota but was throttled: {free_thr}")
+    b.restart()
+    again_s, again_thr, _ = produce_all(b, topic, "api-slow")
+    if again_s < 2.8 or not again_thr:
+        raise AssertionError(f"after a restart api-slow was not held to its quota: {again_s:.2f} s")
+    if alter_client_quotas(b, [(entity, [("producer_byte_rate", None)])]) != [(0, None)]:
+        raise AssertionError("removing the quota was refused")
+    gone_s, gone_thr, _ = produce_all(b, topic, "api-slow")
+    t.log(f"after a restart: {again_s:.2f} s; after the removal: {gone_s:.2f} s, {len(gone_thr)} throttles")
+    if gone_thr and max(gone_thr) > 0:
+        raise AssertionError(f"api-slow was still throttled after its quota was removed: {gone_thr}")
+
+
 if __name__ == "__main__":
-    tests = [(test_produce_quota, 180), (test_fetch_quota, 180)]
+    tests = [(test_produce_quota, 180), (test_fetch_quota, 180), (test_quota_set_through_the_api, 240)]
     if "s3" in sys.argv[sys.argv.index("--store") + 1:sys.argv.index("--store") + 2] if "--store" in sys.argv else []:
         tests.append((test_admission_under_slow_store, 240))
     broker.main(tests)

@@ -6,6 +6,7 @@
 // as a whole after each change, so request handlers read it without locks.
 #pragma once
 
+#include <skiff/broker/client_quotas.hpp>
 #include <skiff/core/result.hpp>
 #include <skiff/kafka/protocol.hpp>
 #include <skiff/runtime/task.hpp>
@@ -31,6 +32,9 @@ struct topic_info {
 
 struct catalog {
     std::map<std::string, topic_info, std::less<>> topics;
+    // Client quotas set through the Kafka API ({ns}/skiff~meta/quotas.json), shared between
+    // snapshots that did not change them.
+    std::shared_ptr<const client_quota_table> quotas = std::make_shared<const client_quota_table>();
     std::uint64_t version = 0; // bumped on every change
 
     const topic_info* find(std::string_view name) const noexcept {

@@ -25,6 +25,8 @@
 
 namespace skiff::broker {
 
+struct client_quota_table; // client_quotas.hpp
+
 struct quota_limits {
     double produce_bytes_per_second = 0; // 0: unlimited
     double fetch_bytes_per_second = 0;
@@ -52,8 +54,14 @@ public:
     quota_meter& operator=(const quota_meter&) = delete;
 
     struct entity {
-        quota_limits limits;
+        std::string client_id;
+        // Bytes per second by kind (0: unlimited); atomics because a quota change through the
+        // Kafka API rewrites them while other cores are measuring.
+        std::atomic<double> rate[2]{};
         std::atomic<std::int64_t> tat[2]{}; // theoretical arrival time (ns, steady clock)
+        quota_limits limits() const noexcept {
+            return {rate[0].load(std::memory_order_relaxed), rate[1].load(std::memory_order_relaxed)};
+        }
     };
 
     // The client id's meter (created on first sight). Stable for the meter's life. Beyond
@@ -65,15 +73,24 @@ public:
     std::chrono::milliseconds record(entity& e, quota_kind k, std::size_t bytes, std::int64_t now_ns) const noexcept;
 
     const quota_config& config() const noexcept { return _cfg; }
-    bool limits(quota_kind k) const noexcept { return _limited[static_cast<int>(k)]; }
+    bool limits(quota_kind k) const noexcept { return _limited[static_cast<int>(k)].load(std::memory_order_relaxed); }
     std::size_t entities() const;
+
+    // Installs the quotas set through the Kafka API (client_quotas.hpp; they rank above the
+    // command-line ones) and re-resolves every client id's limits. Any thread; a client keeps
+    // its measured clock across the change, so a lowered quota throttles at once.
+    void set_table(std::shared_ptr<const client_quota_table> t);
 
     static constexpr std::size_t max_entities = 10000;
 
 private:
+    void resolve(entity& e) const; // under _mu
+    void refresh_limited();        // under _mu
+
     quota_config _cfg;
-    bool _limited[2] = {false, false};
-    mutable std::mutex _mu; // only for a client id's first sight
+    std::shared_ptr<const client_quota_table> _table; // under _mu
+    std::atomic<bool> _limited[2]{};
+    mutable std::mutex _mu; // a client id's first sight, and quota changes
     std::unordered_map<std::string, std::unique_ptr<entity>> _entities;
     entity _overflow;
 };

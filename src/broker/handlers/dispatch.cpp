@@ -24,7 +24,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 29> apis{{
+constexpr std::array<served_api, 31> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -53,6 +53,8 @@ constexpr std::array<served_api, 29> apis{{
     {api_key::describe_log_dirs, 0, 4},
     {api_key::elect_leaders, 0, 2},
     {api_key::offset_delete, 0, 0},
+    {api_key::describe_client_quotas, 0, 1},
+    {api_key::alter_client_quotas, 0, 1},
     {api_key::describe_producers, 0, 0},
 }};
 
@@ -219,6 +221,16 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::describe_log_dirs: {
         auto req = decode_body<kafka::DescribeLogDirsRequest>(body, version);
         auto r = co_await describe_log_dirs(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::describe_client_quotas: {
+        auto req = decode_body<kafka::DescribeClientQuotasRequest>(body, version);
+        auto r = describe_client_quotas(sh, req);
+        co_return respond(r, ctx);
+    }
+    case api_key::alter_client_quotas: {
+        auto req = decode_body<kafka::AlterClientQuotasRequest>(body, version);
+        auto r = co_await alter_client_quotas(sh, std::move(req));
         co_return respond(r, ctx);
     }
     case api_key::elect_leaders: {

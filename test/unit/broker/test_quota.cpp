@@ -1,10 +1,13 @@
 // Client quotas: the spec parser, the meter's throttle arithmetic (a GCRA per client id and
 // kind), the bound on distinct client ids, and one meter shared by threads losing no bytes.
+#include <skiff/broker/client_quotas.hpp>
 #include <skiff/broker/quota.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,4 +111,98 @@ TEST_CASE("one meter shared by several threads counts every byte", "[broker][quo
     for (auto& t : threads) t.join();
     // 40,000 requests of 1,000 ns each, all at time 0: the clock is 40 ms ahead, exactly.
     CHECK(e.tat[0].load() == 40'000'000);
+}
+
+// --- quotas set through the Kafka API (client_quotas.hpp) ---------------------------------------
+
+namespace {
+quota_entity ent(std::optional<std::optional<std::string>> user, std::optional<std::optional<std::string>> client) {
+    auto part = [](const std::optional<std::optional<std::string>>& v) {
+        if (!v) return quota_entity_part{};
+        return *v ? quota_entity_part::named(**v) : quota_entity_part::default_entity();
+    };
+    return {part(user), part(client)};
+}
+} // namespace
+
+TEST_CASE("client quotas resolve in Kafka's order, each key on its own, flags last", "[broker][quota]") {
+    using std::nullopt;
+    const std::optional<std::string> dflt = nullopt;
+    quota_config flags;
+    flags.defaults = {7, 8};
+    flags.clients["flagged"] = {70, 0};
+    client_quota_table t;
+    // The levels, most specific first; each test removes the one above and sees the next.
+    const std::vector<quota_entity> levels = {
+        ent(std::string("ANONYMOUS"), std::string("app")), ent(std::string("ANONYMOUS"), dflt),
+        ent(std::string("ANONYMOUS"), nullopt),            ent(dflt, std::string("app")),
+        ent(dflt, dflt),                                   ent(dflt, nullopt),
+        ent(nullopt, std::string("app")),                  ent(nullopt, dflt),
+    };
+    for (std::size_t i = 0; i < levels.size(); ++i) t.entries[levels[i]] = {{"producer_byte_rate", 100.0 + i}};
+    for (std::size_t i = 0; i < levels.size(); ++i) {
+        INFO("level " << i);
+        CHECK(resolve_quota(t, flags, anonymous_user, std::string_view("app")).produce_bytes_per_second == 100.0 + i);
+        t.entries.erase(levels[i]);
+    }
+    CHECK(resolve_quota(t, flags, anonymous_user, std::string_view("app")).produce_bytes_per_second == 7);
+    CHECK(resolve_quota(t, flags, anonymous_user, std::string_view("flagged")).produce_bytes_per_second == 70);
+    // Keys resolve separately: a client's own produce rate does not hide the default fetch rate.
+    t.entries[ent(nullopt, std::string("app"))] = {{"producer_byte_rate", 5.0}};
+    t.entries[ent(nullopt, dflt)] = {{"consumer_byte_rate", 6.0}};
+    const auto l = resolve_quota(t, flags, anonymous_user, std::string_view("app"));
+    CHECK(l.produce_bytes_per_second == 5);
+    CHECK(l.fetch_bytes_per_second == 6);
+    // Another user's entries never apply; an unnamed client (the overflow) gets the defaults.
+    t.entries[ent(std::string("alice"), nullopt)] = {{"producer_byte_rate", 1.0}};
+    CHECK(resolve_quota(t, flags, anonymous_user, std::string_view("other")).produce_bytes_per_second == 7);
+    CHECK(resolve_quota(t, flags, anonymous_user, std::nullopt).fetch_bytes_per_second == 6);
+    CHECK(resolve_quota(t, flags, anonymous_user, std::nullopt).produce_bytes_per_second == 7);
+}
+
+TEST_CASE("the stored client quotas round-trip, and malformed objects are refused with a reason", "[broker][quota]") {
+    client_quota_table t;
+    t.entries[ent(std::string("alice"), std::optional<std::string>())] = {{"producer_byte_rate", 1024.0}};
+    t.entries[ent(std::nullopt, std::string("app"))] = {{"consumer_byte_rate", 5e6}, {"producer_byte_rate", 3.0}};
+    auto back = decode_client_quotas(encode_client_quotas(t));
+    REQUIRE(back.has_value());
+    CHECK(*back == t);
+    CHECK(encode_client_quotas(t).find("\"client-id\": null") != std::string::npos);
+    CHECK(client_quotas_key("ns") == "ns/skiff~meta/quotas.json");
+    auto reason = [](std::string_view json) {
+        auto r = decode_client_quotas(json);
+        return r ? std::string("accepted") : r.error();
+    };
+    CHECK(reason("[]") == "not a JSON object");
+    CHECK(reason(R"({"version":2,"entries":[]})").find("version") != std::string::npos);
+    CHECK(reason(R"({"version":1})") == "\"entries\" must be an array");
+    CHECK(reason(R"({"version":1,"entries":[{"entity":{},"quotas":{}}]})") == "an entry's entity is empty");
+    CHECK(reason(R"({"version":1,"entries":[{"entity":{"user":""},"quotas":{}}]})")
+              .find("non-empty string or null") != std::string::npos);
+    CHECK(reason(R"({"version":1,"entries":[{"entity":{"user":"a"},"quotas":{"producer_byte_rate":-1}}]})") ==
+          "quota producer_byte_rate must be a positive number");
+    CHECK(reason(R"({"version":1,"entries":[{"entity":{"user":"a"},"quotas":{"producer_byte_rate":"x"}}]})") ==
+          "quota producer_byte_rate must be a positive number");
+    CHECK(reason(R"({"version":1,"entries":[]})") == "accepted");
+}
+
+TEST_CASE("a quota table installed later re-limits clients already metered", "[broker][quota]") {
+    quota_config c; // no command-line quotas
+    quota_meter m(c);
+    CHECK_FALSE(m.limits(quota_kind::produce));
+    auto& app = m.find("app");
+    CHECK(app.limits().produce_bytes_per_second == 0);
+    auto t = std::make_shared<client_quota_table>();
+    t->entries[ent(std::nullopt, std::string("app"))] = {{"producer_byte_rate", 1000.0}};
+    m.set_table(t);
+    CHECK(m.limits(quota_kind::produce));
+    CHECK_FALSE(m.limits(quota_kind::fetch));
+    CHECK(app.limits().produce_bytes_per_second == 1000);
+    CHECK(m.find("other").limits().produce_bytes_per_second == 0);
+    // 3000 bytes at 1000 B/s with a 1 s window: 2 s ahead of the window.
+    CHECK(m.record(app, quota_kind::produce, 3000, 0) == 2000ms);
+    m.set_table(std::make_shared<client_quota_table>());
+    CHECK_FALSE(m.limits(quota_kind::produce));
+    CHECK(app.limits().produce_bytes_per_second == 0);
+    CHECK(m.record(app, quota_kind::produce, 3000, 0) == 0ms);
 }
