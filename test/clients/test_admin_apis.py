@@ -779,8 +779,24 @@ def test_client_quotas_api(t):
     if served_versions(b).get(DESCRIBE_CLIENT_QUOTAS) != (0, 1) or served_versions(b).get(ALTER_CLIENT_QUOTAS) != (0, 1):
         raise AssertionError("ApiVersions does not list DescribeClientQuotas and AlterClientQuotas v0-1")
 
+
+def test_api_table_matches_docs(t):
+    """docs/broker.md's table of APIs says exactly what ApiVersions lists."""
+    b = t.broker()
+    served = served_versions(b)
+    doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "broker.md")
+    documented = {}
+    for line in open(doc):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].isdigit() and cells[3] != "not served":
+            lo, _, hi = cells[3].partition("-")
+            documented[int(cells[0])] = (int(lo), int(hi or lo))
+    if documented != served:
+        raise AssertionError(f"docs/broker.md lists {sorted(documented.items())}, ApiVersions {sorted(served.items())}")
+
 if __name__ == "__main__":
     broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180),
                  (test_node_id, 120), (test_metadata_auto_create, 120),
                  (test_elect_leaders, 120),
-                 (test_client_quotas_api, 120)])
+                 (test_client_quotas_api, 120),
+                 (test_api_table_matches_docs, 60)])

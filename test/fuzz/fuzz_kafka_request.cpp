@@ -28,6 +28,17 @@ namespace {
         }                                                                                 \
     } while (0)
 
+// Whether an encoding may hold a float64 NaN: some 8 bytes with all exponent bits set. A
+// superset of the real NaN fields, which is all the fallback above needs.
+bool has_nan_bytes(const std::string& bytes) {
+    for (std::size_t i = 0; i + 8 <= bytes.size(); ++i) {
+        const auto hi = static_cast<unsigned char>(bytes[i]);
+        const auto next = static_cast<unsigned char>(bytes[i + 1]);
+        if ((hi & 0x7f) == 0x7f && (next & 0xf0) == 0xf0) return true;
+    }
+    return false;
+}
+
 // decode(encode(m)) == m for a message that decoded from the fuzzer's bytes.
 template <typename Variant>
 void check_round_trip(const Variant& any, std::int16_t version) {
@@ -44,7 +55,12 @@ void check_round_trip(const Variant& any, std::int16_t version) {
                 std::fprintf(stderr, "re-decode failed: %s\n", dec.error().message.c_str());
                 std::abort();
             }
-            FUZZ_CHECK(*dec == m);
+            // A float64 NaN (DescribeClientQuotas, AlterClientQuotas) never equals itself, so a
+            // message holding one is compared by its bytes: encoding what was decoded gives the
+            // same bytes again.
+            auto again = encode_message(*dec, version);
+            FUZZ_CHECK(again && *again == *enc);
+            FUZZ_CHECK(*dec == m || has_nan_bytes(*enc));
         },
         any);
 }
