@@ -82,6 +82,11 @@ runtime::task<kafka::DescribeProducersResponse> describe_producers(shard& sh, ka
 // DescribeClientQuotas / AlterClientQuotas (APIs 48, 49): handlers/client_quotas.cpp.
 kafka::DescribeClientQuotasResponse describe_client_quotas(const shard& sh, const kafka::DescribeClientQuotasRequest& req);
 runtime::task<kafka::AlterClientQuotasResponse> alter_client_quotas(shard& sh, kafka::AlterClientQuotasRequest req);
+// AlterPartitionReassignments / ListPartitionReassignments (APIs 45, 46): handlers/reassignments.cpp.
+runtime::task<kafka::AlterPartitionReassignmentsResponse> alter_partition_reassignments(
+    shard& sh, kafka::AlterPartitionReassignmentsRequest req);
+kafka::ListPartitionReassignmentsResponse list_partition_reassignments(const shard& sh,
+                                                                      const kafka::ListPartitionReassignmentsRequest& req);
 // ElectLeaders (API 43): handlers/elect_leaders.cpp.
 runtime::task<kafka::ElectLeadersResponse> elect_leaders(shard& sh, kafka::ElectLeadersRequest req,
                                                           std::int16_t version);

@@ -258,7 +258,7 @@ runtime::task<void> reconcile(shard* sh0) {
         if (mine && o && o->broker != self) to_release.push_back(k);
     };
     for (auto& [name, t] : sh0->cat->topics) {
-        for (std::int32_t p = 0; p < t.partitions; ++p) consider(name, p, cluster::preferred_owner(name, p, live));
+        for (std::int32_t p = 0; p < t.partitions; ++p) consider(name, p, v->preferred_owner(name, p, live));
     }
     for (std::int32_t s = 0; s < cluster::group_slots; ++s) {
         consider(std::string(cluster::groups_topic), s,

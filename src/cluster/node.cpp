@@ -1,6 +1,8 @@
 #include <skiff/cluster/node.hpp>
 
+#include <skiff/cluster/assignment.hpp>
 #include <skiff/core/log.hpp>
+#include <skiff/core/parse_int.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
@@ -40,6 +42,18 @@ const owner* view::owner_of(std::string_view topic, std::int32_t partition) cons
 const member* view::find_member(std::int32_t id) const {
     auto it = members.find(id);
     return it == members.end() ? nullptr : &it->second;
+}
+
+std::int32_t view::placement_of(std::string_view topic, std::int32_t partition) const {
+    auto it = placements.find(std::pair<std::string, std::int32_t>(std::string(topic), partition));
+    return it == placements.end() ? -1 : it->second;
+}
+
+std::int32_t view::preferred_owner(std::string_view topic, std::int32_t partition,
+                                   std::span<const std::int32_t> live) const {
+    const std::int32_t placed = placement_of(topic, partition);
+    if (placed >= 0 && std::find(live.begin(), live.end(), placed) != live.end()) return placed;
+    return cluster::preferred_owner(topic, partition, live);
 }
 
 // ---- node ----
@@ -108,6 +122,17 @@ void node::apply(const etcd::key_value& kv, bool deleted, view& v) const {
             v.members[*id] = std::move(*m);
         } else {
             log::warn("etcd {}: {}; ignored", kv.key, m.error());
+        }
+        return;
+    }
+    if (auto p = _keys.parse_placement(kv.key)) {
+        auto id = parse_unsigned<std::uint32_t>(kv.value);
+        if (deleted) {
+            v.placements.erase(*p);
+        } else if (id && *id <= 0x7fffffffu) {
+            v.placements[*p] = static_cast<std::int32_t>(*id);
+        } else {
+            log::warn("etcd {}: not a broker id; ignored", kv.key);
         }
         return;
     }

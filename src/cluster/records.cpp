@@ -102,6 +102,26 @@ std::optional<std::int32_t> keys::parse_member(std::string_view key) const {
     return static_cast<std::int32_t>(*id);
 }
 
+std::string keys::placement(std::string_view topic, std::int32_t p) const {
+    return placements() + std::string(topic) + "/" + std::to_string(p);
+}
+
+namespace {
+std::optional<std::pair<std::string, std::int32_t>> parse_partition_key(std::string_view key, const std::string& prefix) {
+    if (!key.starts_with(prefix)) return std::nullopt;
+    key.remove_prefix(prefix.size());
+    const auto slash = key.rfind('/');
+    if (slash == std::string_view::npos || slash == 0) return std::nullopt;
+    auto p = parse_unsigned<std::uint32_t>(key.substr(slash + 1));
+    if (!p || *p > 0x7fffffffu) return std::nullopt;
+    return std::pair{std::string(key.substr(0, slash)), static_cast<std::int32_t>(*p)};
+}
+} // namespace
+
+std::optional<std::pair<std::string, std::int32_t>> keys::parse_placement(std::string_view key) const {
+    return parse_partition_key(key, placements());
+}
+
 std::optional<std::pair<std::string, std::int32_t>> keys::parse_owner(std::string_view key) const {
     const std::string prefix = owners();
     if (!key.starts_with(prefix)) return std::nullopt;

@@ -41,6 +41,12 @@ checked on the wire against a running broker.
     stores nothing; Kafka's filters (exact, default, specified; strict); kept across a restart;
     a removal. (Enforcement through a real producer is in test_quotas.py.)
 
+  - AlterPartitionReassignments / ListPartitionReassignments (APIs 45, 46, v0) on one broker:
+    Kafka's answers for a one-broker cluster (a reassignment to broker 0 is a no-op, an unknown
+    broker, an empty or repeated list INVALID_REPLICA_ASSIGNMENT with Kafka's messages, a cancel
+    NO_REASSIGNMENT_IN_PROGRESS, an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION; none
+    listed). The cluster case (a real move, listed while in progress) is in test_cluster.py.
+
 No Python admin client in Debian 12 nor kafkajs speaks these APIs, so the requests are encoded
 here from Kafka's schemas (flexible versions: compact strings and arrays, tagged fields).
 
@@ -63,6 +69,8 @@ METADATA, FIND_COORDINATOR, API_VERSIONS, DESCRIBE_LOG_DIRS, ELECT_LEADERS, OFFS
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, INVALID_REQUEST, GROUP_ID_NOT_FOUND = 3, 5, 42, 69
 ELECTION_NOT_NEEDED, GROUP_SUBSCRIBED_TO_TOPIC, UNSUPPORTED_VERSION = 84, 86, 35
 DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS = 39, 85
 
 
 def uvarint(n):
@@ -794,9 +802,131 @@ def test_api_table_matches_docs(t):
     if documented != served:
         raise AssertionError(f"docs/broker.md lists {sorted(documented.items())}, ApiVersions {sorted(served.items())}")
 
+
+def _cstr(x):
+    if x is None:
+        return b"\x00"
+    x = x.encode()
+    return uvarint(len(x) + 1) + x
+
+
+def _read_cstr(r):
+    n = r.uvarint() - 1
+    if n < 0:
+        return None
+    v = r.data[r.pos:r.pos + n].decode()
+    r.pos += n
+    return v
+
+
+def alter_reassignments(b, topics, timeout_ms=30000):
+    """AlterPartitionReassignments v0 (flexible). topics: {topic: {partition: [replicas] or None}}.
+    Returns (error, message, {topic: {partition: (error, message)}})."""
+    body = struct.pack(">i", timeout_ms) + uvarint(len(topics) + 1)
+    for name, parts in topics.items():
+        body += _cstr(name) + uvarint(len(parts) + 1)
+        for p, replicas in parts.items():
+            body += struct.pack(">i", p)
+            if replicas is None:
+                body += b"\x00"
+            else:
+                body += uvarint(len(replicas) + 1) + b"".join(struct.pack(">i", x) for x in replicas)
+            body += b"\x00"
+        body += b"\x00"
+    body += b"\x00"
+    with connect(b) as s:
+        s.sendall(request(ALTER_PARTITION_REASSIGNMENTS, 0, 61, body, flexible=True))
+        resp = recv_response(s, timeout=timeout_ms / 1000 + 30)
+    if resp is None:
+        raise AssertionError("AlterPartitionReassignments: connection closed")
+    r = Reader(resp)
+    if r.take(">i") != 61:
+        raise AssertionError("AlterPartitionReassignments: wrong correlation id")
+    r.uvarint()
+    r.take(">i")
+    err, msg = r.take(">h"), _read_cstr(r)
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        name = _read_cstr(r)
+        parts = {}
+        for _ in range(r.uvarint() - 1):
+            p, perr, pmsg = r.take(">i"), r.take(">h"), _read_cstr(r)
+            r.uvarint()
+            parts[p] = (perr, pmsg)
+        r.uvarint()
+        out[name] = parts
+    return err, msg, out
+
+
+def list_reassignments(b, topics=None):
+    """ListPartitionReassignments v0. topics: {topic: [partitions]} or None. Returns
+    {topic: {partition: (replicas, adding, removing)}}."""
+    body = struct.pack(">i", 30000)
+    if topics is None:
+        body += b"\x00"
+    else:
+        body += uvarint(len(topics) + 1)
+        for name, parts in topics.items():
+            body += _cstr(name) + uvarint(len(parts) + 1) + b"".join(struct.pack(">i", p) for p in parts) + b"\x00"
+    body += b"\x00"
+    with connect(b) as s:
+        s.sendall(request(LIST_PARTITION_REASSIGNMENTS, 0, 62, body, flexible=True))
+        resp = recv_response(s)
+    if resp is None:
+        raise AssertionError("ListPartitionReassignments: connection closed")
+    r = Reader(resp)
+    if r.take(">i") != 62:
+        raise AssertionError("ListPartitionReassignments: wrong correlation id")
+    r.uvarint()
+    r.take(">i")
+    err, msg = r.take(">h"), _read_cstr(r)
+    if err != 0:
+        raise AssertionError(f"ListPartitionReassignments: error {err} {msg}")
+
+    def ints():
+        return [r.take(">i") for _ in range(r.uvarint() - 1)]
+
+    out = {}
+    for _ in range(r.uvarint() - 1):
+        name = _read_cstr(r)
+        parts = {}
+        for _ in range(r.uvarint() - 1):
+            p = r.take(">i")
+            parts[p] = (ints(), ints(), ints())
+            r.uvarint()
+        r.uvarint()
+        out[name] = parts
+    return out
+
+
+def test_reassignments_one_broker(t):
+    b = t.broker()
+    topic = t.topic("reassign")
+    create_topic(b, topic, 2)
+    err, msg, got = alter_reassignments(b, {topic: {0: [0], 1: [5], 7: [0]}, "nope": {0: [0]}})
+    want = {topic: {0: (0, None),
+                    1: (INVALID_REPLICA_ASSIGNMENT,
+                        "The manual partition assignment includes broker 5, but no such broker is registered."),
+                    7: (UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:7.")},
+            "nope": {0: (UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named nope.")}}
+    if (err, msg, got) != (0, None, want):
+        raise AssertionError(f"AlterPartitionReassignments: {(err, msg, got)}, expected {want}")
+    _, _, got = alter_reassignments(b, {topic: {0: [], 1: [0, 0]}})
+    want = {topic: {0: (INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."),
+                    1: (INVALID_REPLICA_ASSIGNMENT,
+                        "The manual partition assignment includes the broker 0 more than once.")}}
+    if got != want:
+        raise AssertionError(f"AlterPartitionReassignments of bad lists: {got}")
+    _, _, got = alter_reassignments(b, {topic: {0: None}})
+    if got != {topic: {0: (NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")}}:
+        raise AssertionError(f"cancelling with nothing in progress: {got}")
+    if list_reassignments(b) != {} or list_reassignments(b, {topic: [0, 1]}) != {}:
+        raise AssertionError("a single broker lists a reassignment in progress")
+
 if __name__ == "__main__":
     broker.main([(test_describe_producers, 120), (test_describe_log_dirs, 120), (test_offset_delete, 180),
                  (test_node_id, 120), (test_metadata_auto_create, 120),
                  (test_elect_leaders, 120),
                  (test_client_quotas_api, 120),
-                 (test_api_table_matches_docs, 60)])
+                 (test_api_table_matches_docs, 60),
+                 (test_reassignments_one_broker, 60)])

@@ -513,11 +513,66 @@ def test_elect_leaders_moves_to_preferred(t):
     for b in bs[1:]:
         broker.wait_until(lambda b=b: leaders(b, topic) == owners, 10, f"broker {b.name} to agree on leaders")
 
+
+def test_reassignment_moves_a_partition(t):
+    """AlterPartitionReassignments in cluster mode: the partition moves to the named broker by a
+    graceful hand-over, is listed while the move waits (its owner is paused, so it cannot hand
+    over until its lease expires), stays there (a second election needs none), records written
+    before and after are all read back; Kafka's refusals for an unknown broker and a cancel with
+    nothing in progress."""
+    from test_admin_apis import alter_reassignments, elect_leaders, list_reassignments  # noqa: E402
+    e, bs = start_cluster(t)
+    topic = t.topic("move")
+    create_topic(bs[0], topic, 6)
+    owners = leaders(bs[0], topic)
+    p = 0
+    src = owners[p]
+    dst = next(i for i in (1, 2, 3) if i != src)
+    third = next(i for i in (1, 2, 3) if i not in (src, dst))
+    ask = bs[third - 1]
+    from ckutil import produce_all as produce_msgs  # noqa: E402
+    produce_msgs(ask, topic, [(p, b"before", b"v%d" % i, None) for i in range(50)])
+    bs[src - 1].proc.send_signal(signal.SIGSTOP)
+    try:
+        err, msg, got = alter_reassignments(ask, {topic: {p: [dst, src]}})
+        if (err, got) != (0, {topic: {p: (0, None)}}):
+            raise AssertionError(f"AlterPartitionReassignments {p} -> {dst}: {(err, msg, got)}")
+        listed = list_reassignments(ask)
+        if listed != {topic: {p: ([dst, src], [dst], [src])}}:
+            raise AssertionError(f"ListPartitionReassignments while broker {src} is paused: {listed}")
+        if list_reassignments(ask, {topic: [p, 1], "nope": [0]}) != listed:
+            raise AssertionError("ListPartitionReassignments of named partitions differs")
+    finally:
+        bs[src - 1].proc.send_signal(signal.SIGCONT)
+    broker.wait_until(lambda: leaders(ask, topic)[p] == dst, 30, f"partition {p} to move to broker {dst}")
+    broker.wait_until(lambda: list_reassignments(ask) == {}, 30, "the reassignment to complete")
+    t.log(f"partition {p} moved from broker {src} to {dst}")
+    # It stays: the reconcile loop prefers the placement over the hash.
+    time.sleep(1.0)
+    if leaders(bs[0], topic)[p] != dst:
+        raise AssertionError(f"partition {p} left broker {dst} again: {leaders(bs[0], topic)}")
+    top, again = elect_leaders(ask, {topic: [p]}, version=1)
+    if (top, again) != (0, {topic: {p: 84}}):
+        raise AssertionError(f"ElectLeaders after the move: {(top, again)}")
+    produce_msgs(ask, topic, [(p, b"after", b"w%d" % i, None) for i in range(50)])
+    r = subprocess.run(["kcat", "-b", bootstrap(bs), "-C", "-t", topic, "-p", str(p), "-o", "beginning", "-e", "-q",
+                        "-f", "%k\n"], capture_output=True, timeout=60)
+    keys = [k for k in r.stdout.decode().split("\n") if k]
+    if keys.count("before") != 50 or keys.count("after") != 50:
+        raise AssertionError(f"read {keys.count('before')} records from before the move, {keys.count('after')} after")
+    _, _, got = alter_reassignments(ask, {topic: {p: [9]}})
+    if got != {topic: {p: (39, "The manual partition assignment includes broker 9, but no such broker is registered.")}}:
+        raise AssertionError(f"a reassignment to broker 9: {got}")
+    _, _, got = alter_reassignments(ask, {topic: {p: None}})
+    if got != {topic: {p: (85, "No partition reassignment is in progress.")}}:
+        raise AssertionError(f"cancelling a completed reassignment: {got}")
+
 if __name__ == "__main__":
     broker.main([
         (test_bad_cluster_settings, 120),
         (test_three_brokers_any_bootstrap, 180),
         (test_elect_leaders_moves_to_preferred, 180),
+        (test_reassignment_moves_a_partition, 180),
         (test_consumer_groups_spread_over_coordinators, 240),
         (test_sigkill_owner_with_s3_faults, 300),
         (test_idempotent_producer_across_owner_change, 300),

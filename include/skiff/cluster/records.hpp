@@ -5,6 +5,8 @@
 //   owners/{topic}/{p}      owner       bound to the owner's lease; created only if absent
 //   state/{topic}/{p}       takeover    not leased: survives owners; its epoch only grows
 //   groups/{slot}           owner       group coordination, claimed like a partition
+//   placements/{topic}/{p}  decimal     the broker a reassignment placed the partition on (not
+//                                       leased: kept until reassigned or cancelled)
 //   catalog                 decimal     bumped after every topic change (brokers watch it)
 //   locks/catalog           broker id   bound to the holder's lease: catalog changes and
 //                                       producer-id blocks are serialized across brokers
@@ -66,12 +68,15 @@ struct keys {
     std::string owners() const { return root + "owners/"; }
     std::string owner(std::string_view topic, std::int32_t p) const;
     std::string state(std::string_view topic, std::int32_t p) const;
+    std::string placements() const { return root + "placements/"; }
+    std::string placement(std::string_view topic, std::int32_t p) const;
     std::string catalog() const { return root + "catalog"; }
     std::string catalog_lock() const { return root + "locks/catalog"; }
 
     // The member id of a key under members(), the (topic, partition) of one under owners().
     std::optional<std::int32_t> parse_member(std::string_view key) const;
     std::optional<std::pair<std::string, std::int32_t>> parse_owner(std::string_view key) const;
+    std::optional<std::pair<std::string, std::int32_t>> parse_placement(std::string_view key) const;
 };
 
 } // namespace skiff::cluster

@@ -24,7 +24,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 31> apis{{
+constexpr std::array<served_api, 33> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -52,6 +52,8 @@ constexpr std::array<served_api, 31> apis{{
     {api_key::incremental_alter_configs, 0, 1},
     {api_key::describe_log_dirs, 0, 4},
     {api_key::elect_leaders, 0, 2},
+    {api_key::alter_partition_reassignments, 0, 0},
+    {api_key::list_partition_reassignments, 0, 0},
     {api_key::offset_delete, 0, 0},
     {api_key::describe_client_quotas, 0, 1},
     {api_key::alter_client_quotas, 0, 1},
@@ -231,6 +233,16 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::alter_client_quotas: {
         auto req = decode_body<kafka::AlterClientQuotasRequest>(body, version);
         auto r = co_await alter_client_quotas(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::alter_partition_reassignments: {
+        auto req = decode_body<kafka::AlterPartitionReassignmentsRequest>(body, version);
+        auto r = co_await alter_partition_reassignments(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::list_partition_reassignments: {
+        auto req = decode_body<kafka::ListPartitionReassignmentsRequest>(body, version);
+        auto r = list_partition_reassignments(sh, req);
         co_return respond(r, ctx);
     }
     case api_key::elect_leaders: {

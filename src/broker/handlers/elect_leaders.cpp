@@ -43,7 +43,7 @@ election_state state_of(const shard& sh, const std::string& topic, std::int32_t 
     const cluster::owner* o = v->owner_of(topic, p);
     const bool live_owner = o && v->find_member(o->broker);
     const auto live = v->live();
-    const std::int32_t preferred = cluster::preferred_owner(topic, p, live);
+    const std::int32_t preferred = v->preferred_owner(topic, p, live); // a reassignment's placement first
     if (type == election::unclean) return {live_owner, live_owner ? o->broker : preferred};
     return {live_owner && o->broker == preferred, preferred};
 }

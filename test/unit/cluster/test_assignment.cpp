@@ -1,5 +1,6 @@
 #include <skiff/cluster/assignment.hpp>
 #include <skiff/cluster/records.hpp>
+#include <skiff/cluster/view.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -113,4 +114,33 @@ TEST_CASE("keys parse back to what they name", "[cluster][records]") {
         REQUIRE(group_slot(g) >= 0);
         REQUIRE(group_slot(g) < group_slots);
     }
+}
+
+TEST_CASE("a placement overrides the hash while its broker is live", "[cluster][records][placement]") {
+    keys k("prod");
+    REQUIRE(k.placement("orders", 3) == "/skiff/prod/placements/orders/3");
+    auto p = k.parse_placement(k.placement("orders", 3));
+    REQUIRE(p);
+    CHECK(p->first == "orders");
+    CHECK(p->second == 3);
+    CHECK(!k.parse_placement(k.owner("orders", 3))); // owners are not placements
+    CHECK(!k.parse_owner(k.placement("orders", 3)));
+
+    view v;
+    const std::vector<std::int32_t> live{1, 2, 3};
+    const std::int32_t hashed = preferred_owner("orders", 3, live);
+    CHECK(v.preferred_owner("orders", 3, live) == hashed);
+    CHECK(v.placement_of("orders", 3) == -1);
+    const std::int32_t other = hashed == 1 ? 2 : 1;
+    v.placements[{"orders", 3}] = other;
+    CHECK(v.placement_of("orders", 3) == other);
+    CHECK(v.preferred_owner("orders", 3, live) == other);
+    // The placed broker is down: the hash decides among the live ones until it returns.
+    std::vector<std::int32_t> without;
+    for (auto id : live) {
+        if (id != other) without.push_back(id);
+    }
+    CHECK(v.preferred_owner("orders", 3, without) == preferred_owner("orders", 3, without));
+    // Other partitions are untouched.
+    CHECK(v.preferred_owner("orders", 4, live) == preferred_owner("orders", 4, live));
 }
