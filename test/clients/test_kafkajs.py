@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """kafkajs (node) against skiff: starts a broker and runs node/kafkajs_test.js (topics, produce,
-consumer group) and node/kafkajs_admin_test.js (DeleteRecords, AlterConfigs) against it.
+consumer group) and node/kafkajs_admin_test.js (DeleteRecords, AlterConfigs, reassignments) against it.
 kafkajs is installed from node/package-lock.json by tools/install-deps.sh --all.
 
     test_kafkajs.py --skiff build/src/cli/skiff [--store local|s3]

@@ -1,8 +1,10 @@
 // kafkajs 2.2.4 against skiff (run by test/clients/test_kafkajs.py): DeleteRecords through
 // admin.deleteTopicRecords (the low watermark moves, a consumer from the beginning starts there,
 // past the high watermark is OFFSET_OUT_OF_RANGE) and AlterConfigs / DescribeConfigs of a topic
-// (round trip, validateOnly, INVALID_CONFIG, the whole set replaced). Exits non-zero on the
-// first failed check.
+// (round trip, validateOnly, INVALID_CONFIG, the whole set replaced), and
+// AlterPartitionReassignments / ListPartitionReassignments on one broker (a reassignment to it
+// succeeds and nothing is listed in progress; an unknown broker is INVALID_REPLICA_ASSIGNMENT).
+// Exits non-zero on the first failed check.
 'use strict'
 const assert = require('node:assert/strict')
 const { Kafka, logLevel, ConfigResourceTypes } = require('kafkajs')
@@ -136,6 +138,17 @@ async function main () {
   assert.equal(cfg.get('retention.ms').isDefault, true)
   assert.equal(cfg.get('cleanup.policy').isDefault, true)
   step('alterConfigs replaces the set: retention.ms back to its default')
+
+  // Reassignments, as Kafka answers them on a one-broker cluster.
+  await admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [0] }] }] })
+  assert.deepEqual(await admin.listPartitionReassignments({}), { topics: [] })
+  assert.deepEqual(await admin.listPartitionReassignments({ topics: [{ topic, partitions: [0] }] }), { topics: [] })
+  const moved = await rejection(admin.alterPartitionReassignments({
+    topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [5] }] }],
+  }))
+  const types = (moved.errors || [moved]).map(e => e.type)
+  assert.deepEqual(types, ['INVALID_REPLICA_ASSIGNMENT'], `${moved}`)
+  step('alterPartitionReassignments to broker 0 succeeds, to broker 5 is INVALID_REPLICA_ASSIGNMENT; none listed')
 
   await admin.deleteTopics({ topics: [topic], timeout: 10000 })
   await admin.disconnect()
