@@ -123,14 +123,7 @@ std::optional<std::pair<std::string, std::int32_t>> keys::parse_placement(std::s
 }
 
 std::optional<std::pair<std::string, std::int32_t>> keys::parse_owner(std::string_view key) const {
-    const std::string prefix = owners();
-    if (!key.starts_with(prefix)) return std::nullopt;
-    key.remove_prefix(prefix.size());
-    const auto slash = key.rfind('/');
-    if (slash == std::string_view::npos || slash == 0) return std::nullopt;
-    auto p = parse_unsigned<std::uint32_t>(key.substr(slash + 1));
-    if (!p || *p > 0x7fffffffu) return std::nullopt;
-    return std::pair{std::string(key.substr(0, slash)), static_cast<std::int32_t>(*p)};
+    return parse_partition_key(key, owners());
 }
 
 } // namespace skiff::cluster

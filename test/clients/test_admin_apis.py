@@ -115,6 +115,22 @@ class Reader:
             self.uvarint()
             self.pos += self.uvarint()
 
+def exchange(b, api, version, corr, body, what, flexible=False, timeout=10):
+    """Sends one request on a fresh connection; a Reader past the response header (its
+    correlation id checked, and its tags for a flexible version)."""
+    with connect(b) as s:
+        s.sendall(request(api, version, corr, body, flexible=flexible))
+        resp = recv_response(s, timeout=timeout)
+    if resp is None:
+        raise AssertionError(f"{what}: connection closed")
+    r = Reader(resp)
+    if r.take(">i") != corr:
+        raise AssertionError(f"{what}: wrong correlation id")
+    if flexible:
+        r.uvarint()  # response header tags
+    return r
+
+
 
 def describe_producers(b, topic, partitions, corr=7):
     body = uvarint(2)                                   # one topic
@@ -559,16 +575,8 @@ def elect_leaders(b, topics, election_type=0, version=1, timeout_ms=30000):
             body += string(name) + array_len(len(parts)) + b"".join(struct.pack(">i", p) for p in parts)
             body += b"\x00" if flexible else b""
     body += struct.pack(">i", timeout_ms) + (b"\x00" if flexible else b"")
-    with connect(b) as s:
-        s.sendall(request(ELECT_LEADERS, version, 41, body, flexible=flexible))
-        resp = recv_response(s, timeout=timeout_ms / 1000 + 30)
-    if resp is None:
-        raise AssertionError(f"ElectLeaders v{version}: connection closed")
-    r = Reader(resp)
-    if r.take(">i") != 41:
-        raise AssertionError("ElectLeaders: wrong correlation id")
-    if flexible:
-        r.uvarint()  # response header tags
+    r = exchange(b, ELECT_LEADERS, version, 41, body, f"ElectLeaders v{version}", flexible=flexible,
+                 timeout=timeout_ms / 1000 + 30)
 
     def n_items():
         return r.uvarint() - 1 if flexible else r.take(">i")
@@ -655,14 +663,7 @@ def alter_client_quotas(b, entries, validate_only=False):
         for k, v in ops:
             body += _str(k) + struct.pack(">d", v if v is not None else 0.0) + struct.pack(">b", v is None)
     body += struct.pack(">b", validate_only)
-    with connect(b) as s:
-        s.sendall(request(ALTER_CLIENT_QUOTAS, 0, 51, body))
-        resp = recv_response(s)
-    if resp is None:
-        raise AssertionError("AlterClientQuotas v0: connection closed")
-    r = Reader(resp)
-    if r.take(">i") != 51:
-        raise AssertionError("AlterClientQuotas: wrong correlation id")
+    r = exchange(b, ALTER_CLIENT_QUOTAS, 0, 51, body, "AlterClientQuotas v0")
     r.take(">i")
     out = []
     for _ in range(r.take(">i")):
@@ -680,14 +681,7 @@ def describe_client_quotas(b, components=(), strict=False):
     for t, mt, m in components:
         body += _str(t) + struct.pack(">b", mt) + _str(m)
     body += struct.pack(">b", strict)
-    with connect(b) as s:
-        s.sendall(request(DESCRIBE_CLIENT_QUOTAS, 0, 52, body))
-        resp = recv_response(s)
-    if resp is None:
-        raise AssertionError("DescribeClientQuotas v0: connection closed")
-    r = Reader(resp)
-    if r.take(">i") != 52:
-        raise AssertionError("DescribeClientQuotas: wrong correlation id")
+    r = exchange(b, DESCRIBE_CLIENT_QUOTAS, 0, 52, body, "DescribeClientQuotas v0")
     r.take(">i")
     err, msg = r.take(">h"), _read_str(r)
     n = r.take(">i")
@@ -834,15 +828,8 @@ def alter_reassignments(b, topics, timeout_ms=30000):
             body += b"\x00"
         body += b"\x00"
     body += b"\x00"
-    with connect(b) as s:
-        s.sendall(request(ALTER_PARTITION_REASSIGNMENTS, 0, 61, body, flexible=True))
-        resp = recv_response(s, timeout=timeout_ms / 1000 + 30)
-    if resp is None:
-        raise AssertionError("AlterPartitionReassignments: connection closed")
-    r = Reader(resp)
-    if r.take(">i") != 61:
-        raise AssertionError("AlterPartitionReassignments: wrong correlation id")
-    r.uvarint()
+    r = exchange(b, ALTER_PARTITION_REASSIGNMENTS, 0, 61, body, "AlterPartitionReassignments", flexible=True,
+                 timeout=timeout_ms / 1000 + 30)
     r.take(">i")
     err, msg = r.take(">h"), _read_cstr(r)
     out = {}
@@ -869,15 +856,7 @@ def list_reassignments(b, topics=None):
         for name, parts in topics.items():
             body += _cstr(name) + uvarint(len(parts) + 1) + b"".join(struct.pack(">i", p) for p in parts) + b"\x00"
     body += b"\x00"
-    with connect(b) as s:
-        s.sendall(request(LIST_PARTITION_REASSIGNMENTS, 0, 62, body, flexible=True))
-        resp = recv_response(s)
-    if resp is None:
-        raise AssertionError("ListPartitionReassignments: connection closed")
-    r = Reader(resp)
-    if r.take(">i") != 62:
-        raise AssertionError("ListPartitionReassignments: wrong correlation id")
-    r.uvarint()
+    r = exchange(b, LIST_PARTITION_REASSIGNMENTS, 0, 62, body, "ListPartitionReassignments", flexible=True)
     r.take(">i")
     err, msg = r.take(">h"), _read_cstr(r)
     if err != 0:
