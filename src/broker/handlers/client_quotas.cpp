@@ -178,7 +178,8 @@ entry_check check_entry(const kafka::AlterClientQuotasRequest::EntryData& entry)
     }
     for (const auto& op : entry.ops) {
         if (op.remove) {
-            out.changes.push_back({e, op.key, std::nullopt});
+            // An ip entity can hold nothing here (its key is refused below): nothing to remove.
+            if (!has_ip) out.changes.push_back({e, op.key, std::nullopt});
             continue;
         }
         const bool long_key = op.key == producer_byte_rate || op.key == consumer_byte_rate;
@@ -198,10 +199,6 @@ entry_check check_entry(const kafka::AlterClientQuotasRequest::EntryData& entry)
             return fail(op.key + " is not enforced by skiff; only producer_byte_rate and consumer_byte_rate are");
         }
         out.changes.push_back({e, op.key, op.value});
-    }
-    if (has_ip && !out.changes.empty()) {
-        // Removals of keys an ip entity can never have here: nothing to do.
-        out.changes.clear();
     }
     return out;
 }

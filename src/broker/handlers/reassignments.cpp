@@ -33,7 +33,8 @@ struct placement_op {
     std::string topic;
     std::int32_t partition = 0;
     std::optional<std::int32_t> broker; // nullopt: delete
-    kafka::AlterPartitionReassignmentsResponse::ReassignablePartitionResponse* result = nullptr;
+    std::size_t topic_at = 0; // where its answer is in the response
+    std::size_t partition_at = 0;
 };
 
 bool in_progress(const cluster::view& v, const std::string& topic, std::int32_t p) {
@@ -43,10 +44,11 @@ bool in_progress(const cluster::view& v, const std::string& topic, std::int32_t 
     return !o || o->broker != placed;
 }
 
-runtime::task<void> apply_placements(shard& sh0, std::vector<placement_op>* ops) {
+runtime::task<void> apply_placements(shard& sh0, const std::vector<placement_op>* ops,
+                                     kafka::AlterPartitionReassignmentsResponse* r) {
     auto& cr = *sh0.shared->cluster;
     const cluster::keys names(sh0.cfg().ns);
-    for (auto& op : *ops) {
+    for (const auto& op : *ops) {
         const std::string key = names.placement(op.topic, op.partition);
         std::string failure;
         if (op.broker) {
@@ -57,8 +59,9 @@ runtime::task<void> apply_placements(shard& sh0, std::vector<placement_op>* ops)
             if (!del) failure = del.error().message;
         }
         if (!failure.empty()) {
-            op.result->error_code = kerr::request_timed_out;
-            op.result->error_message = "etcd: " + failure;
+            auto& pr = r->responses[op.topic_at].partitions[op.partition_at];
+            pr.error_code = kerr::request_timed_out;
+            pr.error_message = "etcd: " + failure;
         } else if (op.broker) {
             log::info("partition {}-{}: reassigned to broker {}", op.topic, op.partition, *op.broker);
         }
@@ -75,16 +78,18 @@ runtime::task<kafka::AlterPartitionReassignmentsResponse> alter_partition_reassi
     const std::shared_ptr<const cluster::view> v = sh.cview;
     std::vector<std::int32_t> live = clustered && v ? v->live() : std::vector<std::int32_t>{sh.cfg().node_id};
     std::vector<placement_op> ops;
-    r.responses.reserve(req.topics.size());
     for (const auto& topic : req.topics) {
         kafka::AlterPartitionReassignmentsResponse::ReassignableTopicResponse tr;
         tr.name = topic.name;
-        tr.partitions.reserve(topic.partitions.size());
         const topic_info* t = sh.cat->find(topic.name);
         for (const auto& part : topic.partitions) {
             kafka::AlterPartitionReassignmentsResponse::ReassignablePartitionResponse pr;
             pr.partition_index = part.partition_index;
             pr.error_message = std::nullopt;
+            // A change for etcd, answered by this partition's entry (an etcd failure overwrites it).
+            auto place = [&](std::optional<std::int32_t> broker) {
+                ops.push_back({topic.name, part.partition_index, broker, r.responses.size(), tr.partitions.size()});
+            };
             auto fail = [&](kafka::error_code code, std::string message) {
                 pr.error_code = code;
                 pr.error_message = std::move(message);
@@ -96,7 +101,7 @@ runtime::task<kafka::AlterPartitionReassignmentsResponse> alter_partition_reassi
                      fmt::format("Unable to find partition {}:{}.", topic.name, part.partition_index));
             } else if (!part.replicas) {
                 if (clustered && v && in_progress(*v, topic.name, part.partition_index)) {
-                    ops.push_back({topic.name, part.partition_index, std::nullopt, nullptr});
+                    place(std::nullopt);
                 } else {
                     fail(kerr::no_reassignment_in_progress, "No partition reassignment is in progress.");
                 }
@@ -122,9 +127,9 @@ runtime::task<kafka::AlterPartitionReassignmentsResponse> alter_partition_reassi
                     const bool hash_choice = cluster::preferred_owner(topic.name, part.partition_index, live) == target;
                     const std::int32_t placed = v->placement_of(topic.name, part.partition_index);
                     if (hash_choice && placed >= 0) {
-                        ops.push_back({topic.name, part.partition_index, std::nullopt, nullptr});
+                        place(std::nullopt);
                     } else if (!hash_choice && placed != target) {
-                        ops.push_back({topic.name, part.partition_index, target, nullptr});
+                        place(target);
                     }
                 }
             }
@@ -133,18 +138,9 @@ runtime::task<kafka::AlterPartitionReassignmentsResponse> alter_partition_reassi
         r.responses.push_back(std::move(tr));
     }
     if (ops.empty()) co_return r;
-    // Results are addressed after every push: the vectors no longer move.
-    std::size_t next = 0;
-    for (auto& tr : r.responses) {
-        for (auto& pr : tr.partitions) {
-            if (next < ops.size() && ops[next].topic == tr.name && ops[next].partition == pr.partition_index &&
-                pr.error_code == kerr::none && !ops[next].result) {
-                ops[next++].result = &pr;
-            }
-        }
-    }
-    std::vector<placement_op>* p = &ops;
-    co_await on_core(sh, 0, [p](shard& sh0) { return apply_placements(sh0, p); });
+    const std::vector<placement_op>* p = &ops;
+    kafka::AlterPartitionReassignmentsResponse* out = &r;
+    co_await on_core(sh, 0, [p, out](shard& sh0) { return apply_placements(sh0, p, out); });
     co_return r;
 }
 
