@@ -10,6 +10,7 @@ build_pkgs=(
   liburing-dev libcurl4-openssl-dev libssl-dev libfmt-dev nlohmann-json3-dev
   catch2 libpugixml-dev ca-certificates python3
   zlib1g-dev libsnappy-dev liblz4-dev libzstd-dev
+  libcli11-dev libtomlplusplus-dev
   # The unit tests of etcd::gateway_kv start a real etcd (test/unit/etcd/etcd_process.cpp).
   etcd-server
 )
