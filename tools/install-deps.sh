@@ -17,6 +17,8 @@ build_pkgs=(
 test_pkgs=(
   kcat python3-confluent-kafka python3-kafka nodejs npm
   curl procps chromium
+  # meson install checks (test/integration/test_install.sh): unit verification, man page rendering
+  systemd man-db groff-base
 )
 
 want=("${build_pkgs[@]}")
