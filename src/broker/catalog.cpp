@@ -147,24 +147,4 @@ runtime::task<result<catalog, storage::store_error>> load_catalog(storage::objec
     co_return out;
 }
 
-std::span<const config_default> topic_config_defaults() noexcept {
-    static constexpr std::array<config_default, 14> defaults{{
-        {"cleanup.policy", "delete"},
-        {"compression.type", "producer"},
-        {"delete.retention.ms", "86400000"},
-        {"max.message.bytes", "1048588"},
-        {"message.timestamp.type", "CreateTime"},
-        {"min.compaction.lag.ms", "0"},
-        {"min.insync.replicas", "1"},
-        {"retention.bytes", "-1"},
-        {"retention.ms", "604800000"},
-        {"segment.bytes", "4194304"},
-        {"segment.ms", "604800000"},
-        {"message.timestamp.difference.max.ms", "9223372036854775807"},
-        {"unclean.leader.election.enable", "false"},
-        {"message.downconversion.enable", "true"},
-    }};
-    return defaults;
-}
-
 } // namespace skiff::broker

@@ -354,4 +354,6 @@ runtime::task<void> group_coordinator::close() { return _s->close(); }
 
 group_stats group_coordinator::stats() const noexcept { return _s->stats(); }
 
+void group_coordinator::forget_topics(const std::set<std::string>& gone) { _s->forget_topics(gone); }
+
 } // namespace skiff::broker

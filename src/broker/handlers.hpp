@@ -115,15 +115,18 @@ runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::Descri
 runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGroupsRequest req);
 runtime::task<std::string> handle_offset_delete(request_ctx ctx, kafka::OffsetDeleteRequest req);
 
-// A topic's configs as reported (CreateTopics v5+, DescribeConfigs): every known config, the
-// value set on the topic (CreateTopics, AlterConfigs) or else the default.
+inline constexpr std::int8_t dynamic_topic_config = 1, static_broker_config = 4, default_config = 5;
+// A topic's configs as reported (CreateTopics v5+, DescribeConfigs): every config Kafka
+// defines (topic_configs.hpp), the value set on the topic (CreateTopics, AlterConfigs), else
+// the broker's setting where a serve flag gives one, else Kafka's default.
 struct effective_config {
     std::string_view name;
     std::string value;
-    bool custom = false; // set on the topic (DYNAMIC_TOPIC_CONFIG) rather than DEFAULT_CONFIG
+    bool custom = false;                  // set on the topic
+    std::int8_t source = default_config;  // DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG
+    std::int8_t type = 0;                 // DescribeConfigs v3+ config_type
 };
 std::vector<effective_config> effective_configs(const topic_info& t, const broker_config& cfg);
-inline constexpr std::int8_t dynamic_topic_config = 1, static_broker_config = 4, default_config = 5;
 
 // The APIs and versions this broker serves (ApiVersions lists exactly these).
 struct served_api {

@@ -3,6 +3,7 @@
 #include "ownership.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/broker/topic_configs.hpp>
 #include <skiff/core/hash.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/storage/manifest_format.hpp>
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <charconv>
+#include <set>
 
 namespace skiff::broker {
 
@@ -243,8 +245,20 @@ void compute_policies(shard& sh, const catalog& snap) {
 } // namespace
 
 runtime::task<void> apply_catalog(shard& sh, std::shared_ptr<const catalog> snap) {
+    // Deleted topics take their groups' committed offsets with them, as in Kafka.
+    std::set<std::string> gone;
+    if (sh.cat) {
+        for (auto& [name, t] : sh.cat->topics) {
+            if (!snap->find(name)) gone.insert(name);
+        }
+    }
     sh.cat = snap;
     compute_policies(sh, *snap);
+    if (!gone.empty()) {
+        for (auto* gc : coordinators_of(sh)) {
+            if (gc) gc->forget_topics(gone);
+        }
+    }
     // Client quotas: one meter for the broker, so one core installs them.
     if (sh.core == 0 && sh.shared->quotas) sh.shared->quotas->set_table(snap->quotas);
     // AlterConfigs: retention and compaction changes reach the open logs at once.
@@ -350,19 +364,10 @@ runtime::task<void> cluster_catalog_end(shard& sh0, bool changed) {
 } // namespace
 
 namespace {
-bool known_topic_config(std::string_view name) {
-    for (auto& d : topic_config_defaults()) {
-        if (d.name == name) return true;
-    }
-    return false;
-}
-
-// What CreateTopics and AlterConfigs accept (Kafka's LogConfig.validate): known names only, and
-// every value the broker reads must parse (make_topic_policy).
+// What CreateTopics and AlterConfigs accept: what Kafka's LogConfig.validate accepts
+// (topic_configs.hpp), and every value the broker reads must also make a policy.
 admin_outcome check_topic_configs(const broker_config& cfg, const std::map<std::string, std::string>& configs) {
-    for (auto& [k, v] : configs) {
-        if (!known_topic_config(k)) return admin_outcome{kerr::invalid_config, "unknown topic config '" + k + "'"};
-    }
+    if (auto why = invalid_topic_configs(configs)) return admin_outcome{kerr::invalid_config, *why};
     if (auto p = make_topic_policy(configs, broker_policy(cfg)); !p) return admin_outcome{kerr::invalid_config, p.error()};
     return admin_outcome{};
 }
@@ -477,9 +482,6 @@ runtime::task<admin_outcome> create_partitions(shard& sh0, std::string name, std
 }
 
 namespace {
-// Kafka's LIST-typed topic configs, the only ones APPEND and SUBTRACT apply to.
-bool list_config(std::string_view name) { return name == "cleanup.policy"; }
-
 std::vector<std::string> list_items(std::string_view value) {
     std::vector<std::string> out;
     while (!value.empty()) {
@@ -502,26 +504,25 @@ result<std::map<std::string, std::string>, admin_outcome> apply_config_changes(
     std::map<std::string, std::string> next;
     if (!replace) next = current;
     for (auto& c : changes) {
-        if (!known_topic_config(c.name)) {
-            return failure{admin_outcome{kerr::invalid_config, "unknown topic config '" + c.name + "'"}};
-        }
+        const topic_config_def* def = find_topic_config(c.name);
+        if (!def) return failure{admin_outcome{kerr::invalid_config, "Unknown topic config name: " + c.name}};
         switch (c.operation) {
         case config_change::op::set: next[c.name] = c.value; break;
         case config_change::op::remove: next.erase(c.name); break;
         case config_change::op::append:
         case config_change::op::subtract: {
-            if (!list_config(c.name)) {
+            if (def->type != topic_config_type::list) {
+                // ConfigAdminManager.prepareIncrementalConfigs' words.
                 return failure{admin_outcome{kerr::invalid_config,
-                                             "topic config '" + c.name +
-                                                 "' is not a list: APPEND and SUBTRACT apply to cleanup.policy only"}};
+                                             std::string("Config value ") +
+                                                 (c.operation == config_change::op::append ? "append" : "subtract") +
+                                                 " is not allowed for config key: " + c.name}};
             }
             std::string base;
             if (auto it = next.find(c.name); it != next.end()) {
                 base = it->second;
             } else {
-                for (auto& d : topic_config_defaults()) {
-                    if (d.name == c.name) base = std::string(d.value);
-                }
+                base = std::string(def->default_value);
             }
             auto items = list_items(base);
             for (auto& v : list_items(c.value)) {

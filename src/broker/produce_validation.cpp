@@ -21,7 +21,12 @@ namespace {
 
 using kafka::error_code;
 
+std::string_view trim(std::string_view s);
+
+// Long.parseLong of ConfigDef's trimmed value: an optional sign, then digits.
 std::optional<std::int64_t> parse_long(std::string_view s) {
+    s = trim(s);
+    if (s.size() > 1 && s.front() == '+' && s[1] != '-') s.remove_prefix(1);
     std::int64_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
@@ -97,7 +102,8 @@ result<topic_policy, std::string> make_topic_policy(const std::map<std::string, 
             // A list: "delete", "compact", or both, comma-separated (Kafka's ValidList).
             bool compact = false, deletes = false;
             std::string_view rest = value;
-            if (trim(rest).empty()) return failure{bad_value(name, value, "expected delete, compact or both")};
+            // The empty list is valid in Kafka (neither: nothing is deleted or compacted).
+            if (trim(rest).empty()) rest = {};
             while (!rest.empty()) {
                 const auto comma = rest.find(',');
                 const std::string_view item = trim(rest.substr(0, comma));
@@ -124,31 +130,34 @@ result<topic_policy, std::string> make_topic_policy(const std::map<std::string, 
             if (!v || *v < -1) return failure{bad_value(name, value, "expected -1 (unlimited) or a non-negative integer")};
             (name == "retention.ms" ? p.retention_ms : p.retention_bytes) = *v;
         } else if (name == "message.timestamp.type") {
-            if (value == "CreateTime") {
+            if (trim(value) == "CreateTime") {
                 p.log_append_time = false;
-            } else if (value == "LogAppendTime") {
+            } else if (trim(value) == "LogAppendTime") {
                 p.log_append_time = true;
             } else {
                 return failure{bad_value(name, value, "expected CreateTime or LogAppendTime")};
             }
-        } else if (name == "message.timestamp.difference.max.ms") {
+        } else if (name == "message.timestamp.difference.max.ms" || name == "message.timestamp.before.max.ms" ||
+                   name == "message.timestamp.after.max.ms") {
             auto v = parse_long(value);
             if (!v || *v < 0) return failure{bad_value(name, value, "expected a non-negative integer")};
-            p.timestamp_difference_max_ms = *v;
+            (name == "message.timestamp.difference.max.ms" ? p.timestamp_difference_max_ms
+             : name == "message.timestamp.before.max.ms"   ? p.timestamp_before_max_ms
+                                                           : p.timestamp_after_max_ms) = *v;
         } else if (name == "compression.type") {
             // Kafka's BrokerCompressionType names, matched without regard to case.
             using c = storage::compression_codec;
-            if (iequals(value, "producer")) {
+            if (iequals(trim(value), "producer")) {
                 p.compression = std::nullopt;
-            } else if (iequals(value, "uncompressed")) {
+            } else if (iequals(trim(value), "uncompressed")) {
                 p.compression = c::none;
-            } else if (iequals(value, "gzip")) {
+            } else if (iequals(trim(value), "gzip")) {
                 p.compression = c::gzip;
-            } else if (iequals(value, "snappy")) {
+            } else if (iequals(trim(value), "snappy")) {
                 p.compression = c::snappy;
-            } else if (iequals(value, "lz4")) {
+            } else if (iequals(trim(value), "lz4")) {
                 p.compression = c::lz4;
-            } else if (iequals(value, "zstd")) {
+            } else if (iequals(trim(value), "zstd")) {
                 p.compression = c::zstd;
             } else {
                 return failure{
@@ -237,6 +246,13 @@ result<validated_batch, produce_rejection> validate_produce(std::span<const char
     bool timestamp_error = false;
     std::int64_t max_ts = -1; // RecordBatch.NO_TIMESTAMP
     const bool sent_log_append_time = v.log_append_time();
+    // LogConfig.getMessageTimestampBeforeMaxMs / AfterMaxMs: each, unless left at its default,
+    // replaces the deprecated message.timestamp.difference.max.ms on its side.
+    constexpr auto unset = std::numeric_limits<std::int64_t>::max();
+    const std::int64_t before_max_ms =
+        policy.timestamp_before_max_ms != unset ? policy.timestamp_before_max_ms : policy.timestamp_difference_max_ms;
+    const std::int64_t after_max_ms =
+        policy.timestamp_after_max_ms != unset ? policy.timestamp_after_max_ms : policy.timestamp_difference_max_ms;
     for (std::size_t i = 0; i < records->size(); ++i) {
         const auto& r = (*records)[i];
         const auto index = static_cast<std::int32_t>(i);
@@ -252,10 +268,12 @@ result<validated_batch, produce_rejection> validate_produce(std::span<const char
             // |ts - now| without overflow.
             const auto diff = ts > now_ms ? static_cast<std::uint64_t>(ts) - static_cast<std::uint64_t>(now_ms)
                                           : static_cast<std::uint64_t>(now_ms) - static_cast<std::uint64_t>(ts);
-            if (diff > static_cast<std::uint64_t>(policy.timestamp_difference_max_ms)) {
+            // LogValidator.recordHasInvalidTimestamp: older than before.max, newer than after.max.
+            const std::int64_t limit = ts > now_ms ? after_max_ms : before_max_ms;
+            if (diff > static_cast<std::uint64_t>(limit)) {
                 timestamp_error = true;
-                const auto lo = sat_add(now_ms, -policy.timestamp_difference_max_ms);
-                const auto hi = sat_add(now_ms, policy.timestamp_difference_max_ms);
+                const auto lo = sat_add(now_ms, -before_max_ms);
+                const auto hi = sat_add(now_ms, after_max_ms);
                 errors.push_back(record_error{index, fmt::format("Timestamp {} of message with offset {} is out of "
                                                                  "range. The timestamp should be within [{}, {}]",
                                                                  ts, index, lo, hi)});

@@ -32,6 +32,10 @@ struct topic_policy {
     bool deletes = true;          // cleanup.policy includes "delete": retention and DeleteRecords apply
     bool log_append_time = false; // message.timestamp.type=LogAppendTime
     std::int64_t timestamp_difference_max_ms = std::numeric_limits<std::int64_t>::max();
+    // message.timestamp.before.max.ms / after.max.ms; at the maximum (their default) the
+    // difference above applies on that side instead, as in Kafka.
+    std::int64_t timestamp_before_max_ms = std::numeric_limits<std::int64_t>::max();
+    std::int64_t timestamp_after_max_ms = std::numeric_limits<std::int64_t>::max();
     // compression.type: nullopt = "producer" (kept as sent); else the codec the log stores
     // (compression_codec::none for "uncompressed").
     std::optional<storage::compression_codec> compression;

@@ -60,12 +60,4 @@ kafka::uuid random_uuid();
 runtime::task<result<catalog, storage::store_error>> load_catalog(storage::object_store& store, std::string ns,
                                                                   std::stop_token st);
 
-// Topic configs the broker knows, with Kafka's defaults; DescribeConfigs reports these and
-// CreateTopics rejects unknown names (INVALID_CONFIG).
-struct config_default {
-    std::string_view name;
-    std::string_view value;
-};
-std::span<const config_default> topic_config_defaults() noexcept;
-
 } // namespace skiff::broker

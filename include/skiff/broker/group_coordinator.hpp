@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -121,6 +122,11 @@ public:
     // Deletes Empty groups and their offsets object (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND
     // otherwise); waits for the group's write in flight first.
     runtime::task<kafka::DeleteGroupsResponse> delete_groups(kafka::DeleteGroupsRequest req, std::int16_t version);
+    // Topics that were deleted: every group drops their committed offsets with its next write
+    // (Kafka's GroupCoordinator.onPartitionsDeleted), so a topic created again under the same
+    // name starts with none. Returns at once; a failed write leaves them stored, and the broker
+    // keeps them out of OffsetFetch answers while no such topic exists.
+    void forget_topics(const std::set<std::string>& gone);
 
     // Completes pending joins and syncs with COORDINATOR_NOT_AVAILABLE, stops the timers and
     // waits for offset writes (and deletes) in flight; commits accepted before close() are

@@ -109,6 +109,8 @@ public:
     std::set<std::string> subscribed_topics(const group& g) const;
     // DeleteGroups for one group: waits for its write in flight, then removes its object.
     runtime::task<kafka::error_code> delete_one(std::string name);
+    // See group_coordinator::forget_topics.
+    void forget_topics(const std::set<std::string>& gone);
     // `topics` null: everything committed.
     fetched_group fetch_group(const std::string& gid, const std::optional<topic_partitions>& topics);
     // See group_coordinator::load.

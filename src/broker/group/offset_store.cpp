@@ -245,6 +245,24 @@ runtime::task<kafka::error_code> group_manager::delete_one(std::string name) {
     co_return kerr::none;
 }
 
+void group_manager::forget_topics(const std::set<std::string>& gone) {
+    if (_closed) return;
+    for (auto& [id, g] : _groups) {
+        if (g->st == gstate::dead) continue;
+        std::map<std::string, std::set<std::int32_t>> remove;
+        for (const auto& topic : gone) {
+            if (auto t = g->offsets.find(topic); t != g->offsets.end()) {
+                for (const auto& [p, o] : t->second) remove[topic].insert(p);
+            }
+            if (auto w = g->next_write.find(topic); w != g->next_write.end()) {
+                for (const auto& [p, o] : w->second) remove[topic].insert(p);
+            }
+        }
+        // Nobody waits for this write: its outcome is the group's next state.
+        if (!remove.empty()) (void)enqueue_delete(*g, std::move(remove));
+    }
+}
+
 fetched_group group_manager::fetch_group(const std::string& gid, const std::optional<topic_partitions>& topics) {
     fetched_group out;
     kafka::error_code err = kerr::none;

@@ -4,25 +4,53 @@
 #include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/broker/topic_configs.hpp>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 namespace skiff::broker {
 
+namespace {
+// The serve flags that stand for a Kafka broker setting, each a synonym of a topic config
+// (Kafka's ServerTopicConfigSynonyms): what a topic that does not set the config gets.
+struct broker_synonym {
+    std::string_view broker_name;
+    std::string value;
+};
+std::optional<broker_synonym> broker_value(std::string_view topic_config, const broker_config& cfg) {
+    if (topic_config == "max.message.bytes") return broker_synonym{"message.max.bytes", std::to_string(cfg.message_max_bytes)};
+    if (topic_config == "retention.ms") return broker_synonym{"log.retention.ms", std::to_string(cfg.retention_ms)};
+    if (topic_config == "retention.bytes") return broker_synonym{"log.retention.bytes", std::to_string(cfg.retention_bytes)};
+    if (topic_config == "segment.bytes") return broker_synonym{"log.segment.bytes", std::to_string(cfg.log.segment_bytes)};
+    if (topic_config == "file.delete.delay.ms") {
+        return broker_synonym{"log.segment.delete.delay.ms", std::to_string(cfg.log.delete_delay.count())};
+    }
+    return std::nullopt;
+}
+} // namespace
+
 std::vector<effective_config> effective_configs(const topic_info& t, const broker_config& cfg) {
     std::vector<effective_config> out;
-    for (auto& d : topic_config_defaults()) {
-        auto it = t.configs.find(std::string(d.name));
-        const bool custom = it != t.configs.end();
-        // A topic's max.message.bytes defaults to the broker's message.max.bytes, as in Kafka.
-        // retention.ms / retention.bytes likewise default to log.retention.ms / .bytes.
-        std::string fallback = d.name == "max.message.bytes" ? std::to_string(cfg.message_max_bytes)
-                               : d.name == "retention.ms"    ? std::to_string(cfg.retention_ms)
-                               : d.name == "retention.bytes" ? std::to_string(cfg.retention_bytes)
-                                                             : std::string(d.value);
-        out.push_back(effective_config{d.name, custom ? it->second : std::move(fallback), custom});
+    for (auto& d : topic_config_defs()) {
+        effective_config e;
+        e.name = d.name;
+        e.type = static_cast<std::int8_t>(d.type);
+        if (auto it = t.configs.find(std::string(d.name)); it != t.configs.end()) {
+            e.value = it->second;
+            e.custom = true;
+            e.source = dynamic_topic_config;
+        } else if (auto b = broker_value(d.name, cfg)) {
+            // As Kafka reports a topic default that server.properties overrides: the broker's
+            // value, STATIC_BROKER_CONFIG; the flag's default equal to Kafka's stays DEFAULT_CONFIG.
+            e.source = b->value == d.default_value ? default_config : static_broker_config;
+            e.value = std::move(b->value);
+        } else {
+            e.value = std::string(d.default_value);
+        }
+        out.push_back(std::move(e));
     }
     return out;
 }
@@ -45,8 +73,9 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
             }
             return false;
         };
-        auto add = [&](std::string name, std::string value, bool is_default, std::int8_t source, bool read_only) {
-            if (!wanted(name)) return;
+        auto add = [&](std::string name, std::string value, bool is_default, std::int8_t source, bool read_only,
+                       std::int8_t type = 0) -> kafka::DescribeConfigsResponse::DescribeConfigsResourceResult* {
+            if (!wanted(name)) return nullptr;
             kafka::DescribeConfigsResponse::DescribeConfigsResourceResult c;
             c.name = std::move(name);
             c.value = std::move(value);
@@ -56,7 +85,10 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
             } else {
                 c.config_source = source;
             }
+            c.config_type = type;
+            c.documentation.reset(); // Kafka's null unless include_documentation
             out.configs.push_back(std::move(c));
+            return &out.configs.back();
         };
         if (res.resource_type == topic_resource) {
             const topic_info* t = ctx.sh.cat->find(res.resource_name);
@@ -65,8 +97,30 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
                 out.error_message = "topic '" + res.resource_name + "' does not exist";
             } else {
                 for (auto& e : effective_configs(*t, ctx.sh.cfg())) {
-                    add(std::string(e.name), std::move(e.value), !e.custom,
-                        e.custom ? dynamic_topic_config : default_config, false);
+                    auto* c = add(std::string(e.name), e.value, e.source == default_config, e.source, false, e.type);
+                    if (!c) continue;
+                    const topic_config_def* d = find_topic_config(e.name);
+                    if (req.include_documentation && d) {
+                        c->documentation = d->honoured ? std::string(d->skiff_note)
+                                                       : "No effect in skiff: " + std::string(d->skiff_note) + ".";
+                    }
+                    if (req.include_synonyms) {
+                        // Kafka's order: the most specific first, ending with what applies by default.
+                        if (e.custom) {
+                            kafka::DescribeConfigsResponse::DescribeConfigsSynonym syn;
+                            syn.name = std::string(e.name);
+                            syn.value = e.value;
+                            syn.source = dynamic_topic_config;
+                            c->synonyms.push_back(std::move(syn));
+                        }
+                        if (auto b = broker_value(e.name, ctx.sh.cfg()); b && d && b->value != d->default_value) {
+                            kafka::DescribeConfigsResponse::DescribeConfigsSynonym syn;
+                            syn.name = std::string(b->broker_name);
+                            syn.value = std::move(b->value);
+                            syn.source = static_broker_config;
+                            c->synonyms.push_back(std::move(syn));
+                        }
+                    }
                 }
             }
         } else if (res.resource_type == broker_resource) {

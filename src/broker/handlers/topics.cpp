@@ -19,7 +19,22 @@ runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTo
         res.name = t.name;
         std::int32_t parts = t.num_partitions;
         const std::int32_t node = ctx.sh.cfg().node_id;
-        if (!t.assignments.empty()) {
+        // Kafka's checks and words (ReplicationControlManager.createTopic): a manual assignment
+        // leaves both counts at -1; otherwise each is -1 (the default) or positive.
+        if (!t.assignments.empty() && t.replication_factor != -1) {
+            res.error_code = kerr::invalid_request;
+            res.error_message = "A manual partition assignment was specified, but replication factor was not set to -1.";
+        } else if (!t.assignments.empty() && t.num_partitions != -1) {
+            res.error_code = kerr::invalid_request;
+            res.error_message = "A manual partition assignment was specified, but numPartitions was not set to -1.";
+        } else if (t.assignments.empty() && (t.replication_factor < -1 || t.replication_factor == 0)) {
+            res.error_code = kerr::invalid_replication_factor;
+            res.error_message = "Replication factor must be larger than 0, or -1 to use the default value.";
+        } else if (t.assignments.empty() && (t.num_partitions < -1 || t.num_partitions == 0)) {
+            res.error_code = kerr::invalid_partitions;
+            res.error_message = "Number of partitions was set to an invalid non-positive value.";
+        }
+        if (res.error_code == kerr::none && !t.assignments.empty()) {
             parts = static_cast<std::int32_t>(t.assignments.size());
             for (auto& a : t.assignments) {
                 for (auto id : a.broker_ids) {
@@ -37,11 +52,18 @@ runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTo
         }
         // Replication is the object store's job: any replication factor is accepted and the
         // topic reports one replica (this broker).
+        // Kafka refuses null config values (ControllerConfigurationValidator).
+        std::string null_configs;
+        for (auto& c : t.configs) {
+            if (!c.value) null_configs += (null_configs.empty() ? "" : ",") + c.name;
+        }
+        if (res.error_code == kerr::none && !null_configs.empty()) {
+            res.error_code = kerr::invalid_config;
+            res.error_message = "Null value not supported for topic configs: " + null_configs;
+        }
         if (res.error_code == kerr::none) {
             std::map<std::string, std::string> configs;
-            for (auto& c : t.configs) {
-                if (c.value) configs[c.name] = *c.value;
-            }
+            for (auto& c : t.configs) configs[c.name] = *c.value;
             auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
                 return create_topic(sh0, t.name, parts, configs, req.validate_only);
             });
@@ -58,7 +80,7 @@ runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTo
                     kafka::CreateTopicsResponse::CreatableTopicConfigs c;
                     c.name = std::string(e.name);
                     c.value = std::move(e.value);
-                    c.config_source = e.custom ? dynamic_topic_config : default_config;
+                    c.config_source = e.source;
                     cfgs.push_back(std::move(c));
                 }
                 res.configs = std::move(cfgs);

@@ -282,8 +282,8 @@ TEST_CASE("IncrementalAlterConfigs: SET, DELETE back to the default, APPEND and 
         auto e = co_await incremental_one(f, std::move(not_list));
         CHECK(e.error == kerr::invalid_config);
         CHECK_THAT(e.message, Catch::Contains("retention.ms"));
-        auto emptied = incremental("t", {{"cleanup.policy", subtract_op, "compact"}});
-        auto g = co_await incremental_one(f, std::move(emptied));
+        auto bad_item = incremental("t", {{"cleanup.policy", append_op, "compacted"}});
+        auto g = co_await incremental_one(f, std::move(bad_item));
         CHECK(g.error == kerr::invalid_config);
         auto bad_value = incremental("t", {{"retention.ms", set_op, "-5"}});
         auto h = co_await incremental_one(f, std::move(bad_value));

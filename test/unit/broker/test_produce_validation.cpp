@@ -258,6 +258,37 @@ TEST_CASE("timestamps beyond message.timestamp.difference.max.ms are INVALID_TIM
     CHECK(rm.error().record_errors[0].message.find("without key") != std::string::npos);
 }
 
+TEST_CASE("LogValidator.validateTimestamp: message.timestamp.before.max.ms and after.max.ms, each replacing the "
+          "difference on its side",
+          "[broker][validation]") {
+    std::vector<st::record> recs{st::record(std::string("a"), std::string("1")),
+                                 st::record(std::string("b"), std::string("2"), {}, 5000),   // 5 s ahead
+                                 st::record(std::string("c"), std::string("3"), {}, -5000)}; // 5 s old
+    const auto b = batch(recs);
+    // Only the past is bounded: the record 5 s old is refused, the one 5 s ahead is not.
+    auto before = validate_produce(span_of(b), policy_of({{"message.timestamp.before.max.ms", "1000"}}), now);
+    REQUIRE_FALSE(before);
+    REQUIRE(before.error().record_errors.size() == 1);
+    CHECK(before.error().record_errors[0].batch_index == 2);
+    CHECK_THAT(before.error().record_errors[0].message,
+               Catch::Contains("should be within [1699999999000, 9223372036854775807]"));
+    auto after = validate_produce(span_of(b), policy_of({{"message.timestamp.after.max.ms", "1000"}}), now);
+    REQUIRE_FALSE(after);
+    REQUIRE(after.error().record_errors.size() == 1);
+    CHECK(after.error().record_errors[0].batch_index == 1);
+    // The deprecated difference still bounds the side left at its default.
+    auto both = validate_produce(span_of(b),
+                                 policy_of({{"message.timestamp.before.max.ms", "10000"},
+                                            {"message.timestamp.difference.max.ms", "1000"}}),
+                                 now);
+    REQUIRE_FALSE(both);
+    REQUIRE(both.error().record_errors.size() == 1);
+    CHECK(both.error().record_errors[0].batch_index == 1);
+    CHECK(validate_produce(span_of(b),
+                           policy_of({{"message.timestamp.before.max.ms", "5000"}, {"message.timestamp.after.max.ms", "5000"}}),
+                           now));
+}
+
 TEST_CASE("a producer may not send LogAppendTime batches", "[broker][validation]") {
     st::batch_options o;
     o.attributes = st::attr_log_append_time;
@@ -366,12 +397,16 @@ TEST_CASE("make_topic_policy reads the configs and refuses bad values", "[broker
     CHECK(q->log_append_time);
     CHECK(q->timestamp_difference_max_ms == 60000);
     CHECK(q->compression == st::compression_codec::lz4);
+    // Kafka's ValidList takes the empty cleanup.policy: neither deleted nor compacted.
+    auto neither = make_topic_policy({{"cleanup.policy", ""}}, defaults);
+    REQUIRE(neither);
+    CHECK_FALSE(neither->compact);
+    CHECK_FALSE(neither->deletes);
     for (auto [k, v] : std::vector<std::pair<std::string, std::string>>{
              {"max.message.bytes", "-1"},
              {"max.message.bytes", "12x"},
              {"max.message.bytes", "99999999999"},
              {"cleanup.policy", "compacted"},
-             {"cleanup.policy", ""},
              {"message.timestamp.type", "createtime"},
              {"message.timestamp.difference.max.ms", "-5"},
              {"compression.type", "brotli"}}) {
