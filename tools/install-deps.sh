@@ -11,11 +11,15 @@ build_pkgs=(
   catch2 libpugixml-dev ca-certificates python3
   zlib1g-dev libsnappy-dev liblz4-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev
+  # README's tour reads the metrics endpoint with curl.
+  curl
   # The unit tests of etcd::gateway_kv start a real etcd (test/unit/etcd/etcd_process.cpp).
   etcd-server
 )
 test_pkgs=(
   kcat python3-confluent-kafka python3-kafka nodejs npm
+  # kafka-python's snappy, lz4 and zstd codecs (test/clients/test_kafka_python.py)
+  python3-snappy python3-lz4 python3-zstandard
   curl procps chromium
   # meson install checks (test/integration/test_install.sh): unit verification, man page rendering
   systemd man-db groff-base

@@ -10,9 +10,12 @@
 #include <skiff/storage/local_store.hpp>
 #include <skiff/storage/s3_store.hpp>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 namespace skiff::cli {
 
@@ -89,40 +92,48 @@ int fsck_command(const std::vector<std::string>& args) {
     }
     std::string target;
     std::string ns = "default";
-    bool repair = false;
-    s3_flags flags;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        auto need = [&](const char* name) -> const std::string* {
-            if (i + 1 >= args.size()) {
-                std::fprintf(stderr, "skiff: %s needs a value\n", name);
-                return nullptr;
-            }
-            return &args[++i];
-        };
-        if (a == "--repair") repair = true;
-        else if (a == "--namespace") {
-            auto v = need("--namespace");
-            if (!v) return 2;
-            ns = *v;
-        } else if (a == "--s3-endpoint") {
-            auto v = need("--s3-endpoint");
-            if (!v) return 2;
-            flags.endpoint = *v;
-        } else if (a == "--s3-region") {
-            auto v = need("--s3-region");
-            if (!v) return 2;
-            flags.region = *v;
-        } else if (a == "--s3-path-style") flags.path_style = true;
-        else if (!a.empty() && a[0] == '-') {
-            std::fprintf(stderr, "skiff: unknown option '%s'\n%s", a.c_str(), fsck_usage);
-            return 2;
-        } else if (target.empty()) target = a;
-        else {
-            std::fprintf(stderr, "skiff: unexpected argument '%s'\n", a.c_str());
-            return 2;
-        }
+    bool repair = false, help = false;
+    std::string endpoint, region;
+    std::vector<std::string> pos;
+    bool path_style = false;
+    CLI::App app{"skiff fsck"};
+    app.set_help_flag(); // fsck_usage, in our words
+    app.allow_extras(true);
+    app.add_flag("-h,--help", help);
+    app.add_flag("--repair", repair);
+    app.add_option("--namespace", ns)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    auto* endpoint_opt = app.add_option("--s3-endpoint", endpoint)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    auto* region_opt = app.add_option("--s3-region", region)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.add_flag("--s3-path-style", path_style);
+    app.add_option("target", pos);
+    std::vector<std::string> reversed(args.rbegin(), args.rend()); // CLI11 pops from the back
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ArgumentMismatch& e) {
+        std::string what = e.what();
+        std::fprintf(stderr, "skiff: %s needs a value\n", what.substr(0, what.find(':')).c_str());
+        return 2;
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "skiff: %s\n", e.what());
+        return 2;
     }
+    if (help) {
+        std::fputs(fsck_usage, stdout);
+        return 0;
+    }
+    if (auto extra = app.remaining(); !extra.empty()) {
+        std::fprintf(stderr, "skiff: unknown option '%s'\n%s", extra.front().c_str(), fsck_usage);
+        return 2;
+    }
+    if (pos.size() > 1) {
+        std::fprintf(stderr, "skiff: unexpected argument '%s'\n", pos[1].c_str());
+        return 2;
+    }
+    if (!pos.empty()) target = pos[0];
+    s3_flags flags;
+    if (endpoint_opt->count()) flags.endpoint = endpoint;
+    if (region_opt->count()) flags.region = region;
+    flags.path_style = path_style;
     if (target.empty()) {
         std::fputs(fsck_usage, stderr);
         return 2;

@@ -17,6 +17,13 @@ void usage(std::FILE* out) {
                "  serve                   run the Kafka broker (see `skiff serve --help`)\n"
                "  s3 ls|get|put|rm|stat   talk to S3 with skiff's own client (see `skiff s3 --help`)\n"
                "  fsck TARGET [--repair]  check a namespace's segments and indexes (see `skiff fsck --help`)\n"
+               "  topic create|list|describe|delete|add-partitions|alter-config\n"
+               "                          manage topics on any Kafka-compatible broker (see `skiff topic --help`)\n"
+               "  cluster info            cluster id, controller, brokers and topic count\n"
+               "  group list|describe|delete|reset-offsets\n"
+               "                          consumer groups: members, lag, offset resets (see `skiff group --help`)\n"
+               "  produce -t TOPIC        write records from stdin, one per line (see `skiff produce --help`)\n"
+               "  consume -t TOPIC        print a topic's records, or JSON lines (see `skiff consume --help`)\n"
                "  version                 print the version\n",
                out);
 }
@@ -34,6 +41,11 @@ int main(int argc, char** argv) {
     if (cmd == "serve") return skiff::cli::serve_command(rest);
     if (cmd == "s3") return skiff::cli::s3_command(rest);
     if (cmd == "fsck") return skiff::cli::fsck_command(rest);
+    if (cmd == "topic") return skiff::cli::topic_command(rest);
+    if (cmd == "cluster") return skiff::cli::cluster_command(rest);
+    if (cmd == "group") return skiff::cli::group_command(rest);
+    if (cmd == "produce") return skiff::cli::produce_command(rest);
+    if (cmd == "consume") return skiff::cli::consume_command(rest);
     if (cmd == "version" || cmd == "--version") {
         std::puts("skiff 0.1.0");
         return 0;

@@ -8,6 +8,7 @@
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/s3/client.hpp>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -160,46 +161,52 @@ int s3_command(const std::vector<std::string>& args) {
         return 2;
     }
     std::vector<std::string> pos;
-    std::optional<std::string> endpoint, region, range_text;
-    bool path_style = false, if_none_match = false, verbose = false;
-    long timeout_ms = 60000;
-    for (std::size_t i = 1; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        auto value = [&](const char* name) -> std::optional<std::string> {
-            if (i + 1 >= args.size()) {
-                std::fprintf(stderr, "skiff: %s needs a value\n", name);
-                return std::nullopt;
-            }
-            return args[++i];
-        };
-        if (a == "--s3-endpoint") {
-            if (!(endpoint = value("--s3-endpoint"))) return 2;
-        } else if (a == "--s3-region") {
-            if (!(region = value("--s3-region"))) return 2;
-        } else if (a == "--range") {
-            if (!(range_text = value("--range"))) return 2;
-        } else if (a == "--timeout-ms") {
-            auto v = value("--timeout-ms");
-            if (!v) return 2;
-            try {
-                timeout_ms = std::stol(*v);
-            } catch (...) {
-                timeout_ms = -1;
-            }
-            if (timeout_ms <= 0) return fail(fmt::format("--timeout-ms must be a positive number, not '{}'", *v)), 2;
-        } else if (a == "--s3-path-style") {
-            path_style = true;
-        } else if (a == "--if-none-match") {
-            if_none_match = true;
-        } else if (a == "-v") {
-            verbose = true;
-        } else if (a.size() > 1 && a[0] == '-' && a != "-") {
-            std::fprintf(stderr, "skiff: unknown option '%s'\n", a.c_str());
-            return 2;
-        } else {
-            pos.push_back(a);
-        }
+    std::string endpoint, region, range_text, timeout_text;
+    bool path_style = false, if_none_match = false, verbose = false, help = false;
+    CLI::App app{"skiff s3"};
+    app.set_help_flag(); // s3_usage, in our words
+    app.allow_extras(true);
+    app.add_flag("-h,--help", help);
+    auto* endpoint_opt = app.add_option("--s3-endpoint", endpoint);
+    auto* region_opt = app.add_option("--s3-region", region);
+    auto* range_opt = app.add_option("--range", range_text);
+    auto* timeout_opt = app.add_option("--timeout-ms", timeout_text);
+    app.add_flag("--s3-path-style", path_style);
+    app.add_flag("--if-none-match", if_none_match);
+    app.add_flag("-v", verbose);
+    app.add_option("args", pos);
+    for (auto* o : {endpoint_opt, region_opt, range_opt, timeout_opt}) {
+        o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
+    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1); // CLI11 pops from the back; no verb
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ArgumentMismatch& e) {
+        std::string what = e.what();
+        std::fprintf(stderr, "skiff: %s needs a value\n", what.substr(0, what.find(':')).c_str());
+        return 2;
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "skiff: %s\n", e.what());
+        return 2;
+    }
+    if (help) {
+        std::fputs(s3_usage, stdout);
+        return 0;
+    }
+    if (auto extra = app.remaining(); !extra.empty()) {
+        std::fprintf(stderr, "skiff: unknown option '%s'\n", extra.front().c_str());
+        return 2;
+    }
+    long timeout_ms = 60000;
+    if (timeout_opt->count()) {
+        auto v = parse_u64(timeout_text);
+        if (!v || *v == 0 || *v > 86400000) {
+            return fail(fmt::format("--timeout-ms must be a positive number, not '{}'", timeout_text)), 2;
+        }
+        timeout_ms = static_cast<long>(*v);
+    }
+    std::optional<std::string> range_given;
+    if (range_opt->count()) range_given = range_text;
     log::set_level(verbose ? log::level::debug : log::level::warn);
     if (pos.empty()) return fail(fmt::format("'{}' needs an s3://BUCKET/... argument", verb)), 2;
     auto url = parse_s3_url(pos[0]);
@@ -207,9 +214,9 @@ int s3_command(const std::vector<std::string>& args) {
     pos.erase(pos.begin());
 
     std::optional<s3::byte_range> range;
-    if (range_text) {
-        range = parse_range(*range_text);
-        if (!range) return fail(fmt::format("bad --range '{}': use A-B, A- or -N", *range_text)), 2;
+    if (range_given) {
+        range = parse_range(*range_given);
+        if (!range) return fail(fmt::format("bad --range '{}': use A-B, A- or -N", *range_given)), 2;
     }
 
     std::string upload;
@@ -227,8 +234,8 @@ int s3_command(const std::vector<std::string>& args) {
     }
 
     s3_flags flags;
-    flags.endpoint = endpoint;
-    flags.region = region;
+    if (endpoint_opt->count()) flags.endpoint = endpoint;
+    if (region_opt->count()) flags.region = region;
     flags.path_style = path_style;
     auto made = make_s3_config(flags);
     if (!made) return fail(made.error());

@@ -59,9 +59,11 @@ out=$(serve_err --upload-mode sideways); rc=$?
 check "serve bad upload mode: exit 2" expect $rc "$out" 2 "parallel or sequential"
 out=$(SKIFF_DEFAULT_PARTITIONS=0 serve_err); rc=$?
 check "serve bad env value: exit 2 naming the flag" expect $rc "$out" 2 "--default-partitions"
-out=$(serve_err --s3-bucket "$S3_BUCKET" --s3-endpoint http://127.0.0.1:1 --s3-path-style); rc=$?
+# No --data-dir with a bucket: given together they are refused as contradictory (exit 2).
+serve_s3_err() { timeout 60 "$skiff" serve --kafka-addr 127.0.0.1:0 --http-addr off "$@" 2>&1 >/dev/null; }
+out=$(serve_s3_err --s3-bucket "$S3_BUCKET" --s3-endpoint http://127.0.0.1:1 --s3-path-style); rc=$?
 check "serve unreachable store: exit 1, one line" expect $rc "$out" 1 "cannot read the store"
-out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-xyz serve_err --s3-bucket "$S3_BUCKET" --s3-path-style); rc=$?
+out=$(AWS_SECRET_ACCESS_KEY=wrong-secret-xyz serve_s3_err --s3-bucket "$S3_BUCKET" --s3-path-style); rc=$?
 check "serve wrong secret: exit 1, says signature" expect $rc "$out" 1 "ignature"
 check "serve wrong secret: the secret is not printed" bash -c "! grep -q 'wrong-secret-xyz' <<<\"\$1\"" _ "$out"
 check "serve --help lists every flag of the issue" bash -c "h=\$('$skiff' serve --help); for f in kafka-addr advertised-addr http-addr data-dir s3-bucket s3-endpoint s3-region s3-path-style namespace upload-mode flush-linger-ms segment-bytes auto-create-topics default-partitions cores; do grep -q -- \"--\$f\" <<<\"\$h\" || exit 1; done"
