@@ -28,7 +28,11 @@ runtime::task<read_outcome> read_on_owner(shard& sh, std::string topic, std::int
     read_outcome out;
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
-        out.error = owned.error;
+        // A partition still restoring: Kafka's Fetch never answers LEADER_NOT_AVAILABLE (a
+        // Metadata error; the Java consumer and kafka-python fail the poll on it) but
+        // NOT_LEADER_OR_FOLLOWER for a partition it does not serve yet
+        // (ReplicaManager.getPartitionOrError), which consumers answer by refreshing metadata.
+        out.error = owned.error == kerr::leader_not_available ? kerr::not_leader_or_follower : owned.error;
         co_return out;
     }
     if (auto e = leader_epoch_error(*owned.slot, current_leader_epoch); e != kerr::none) {

@@ -5,6 +5,7 @@
 
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/compression.hpp>
 #include <skiff/storage/log_walk.hpp>
 #include <skiff/storage/record_batch.hpp>
 
@@ -19,8 +20,11 @@ struct offset_outcome {
     std::int32_t leader_epoch = -1;
 };
 
-// The earliest offset whose record timestamp is >= ts. There is no time index yet, so this
-// walks the log from its start; batches whose max timestamp is below ts are skipped whole.
+// The earliest offset whose record timestamp is >= ts, as Kafka's FileRecords.searchForTimestamp
+// finds it: the first batch whose max timestamp reaches ts, then its first record (in offset
+// order) at or after ts, decompressing the batch if it is compressed. There is no time index
+// yet, so this walks the log from its start; batches whose max timestamp is below ts are
+// skipped whole. In a LogAppendTime batch every record has the batch's max timestamp.
 runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::int64_t ts) {
     offset_outcome out;
     const std::int64_t start = log.log_start_offset();
@@ -29,16 +33,16 @@ runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::
         out.offset = std::max(b.base_offset, start);
         out.timestamp = b.max_timestamp;
         out.leader_epoch = b.partition_leader_epoch; // Kafka answers the epoch of the batch found
-        if (!b.is_compressed()) {
-            if (auto recs = storage::parse_records(b)) {
-                for (auto& rec : *recs) {
-                    const std::int64_t t = b.base_timestamp + rec.timestamp_delta;
-                    const std::int64_t o = b.base_offset + rec.offset_delta;
-                    if (o >= start && t >= ts) {
-                        out.offset = o;
-                        out.timestamp = t;
-                        break;
-                    }
+        if (b.log_append_time()) return false;
+        // A batch is at most max.message.bytes; the bound only stops a decompression bomb.
+        if (auto recs = storage::decode_records(b, std::size_t{64} << 20)) {
+            for (auto& rec : recs->records) {
+                const std::int64_t t = b.base_timestamp + rec.timestamp_delta;
+                const std::int64_t o = b.base_offset + rec.offset_delta;
+                if (o >= start && t >= ts) {
+                    out.offset = o;
+                    out.timestamp = t;
+                    break;
                 }
             }
         }
