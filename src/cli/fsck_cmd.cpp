@@ -106,17 +106,7 @@ int fsck_command(const std::vector<std::string>& args) {
     auto* region_opt = app.add_option("--s3-region", region)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.add_flag("--s3-path-style", path_style);
     app.add_option("target", pos);
-    std::vector<std::string> reversed(args.rbegin(), args.rend()); // CLI11 pops from the back
-    try {
-        app.parse(reversed);
-    } catch (const CLI::ArgumentMismatch& e) {
-        std::string what = e.what();
-        std::fprintf(stderr, "skiff: %s needs a value\n", what.substr(0, what.find(':')).c_str());
-        return 2;
-    } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "skiff: %s\n", e.what());
-        return 2;
-    }
+    if (auto code = parse_s3_style_args(app, args)) return *code;
     if (help) {
         std::fputs(fsck_usage, stdout);
         return 0;

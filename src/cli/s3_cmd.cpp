@@ -178,17 +178,8 @@ int s3_command(const std::vector<std::string>& args) {
     for (auto* o : {endpoint_opt, region_opt, range_opt, timeout_opt}) {
         o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
-    std::vector<std::string> reversed(args.rbegin(), args.rend() - 1); // CLI11 pops from the back; no verb
-    try {
-        app.parse(reversed);
-    } catch (const CLI::ArgumentMismatch& e) {
-        std::string what = e.what();
-        std::fprintf(stderr, "skiff: %s needs a value\n", what.substr(0, what.find(':')).c_str());
-        return 2;
-    } catch (const CLI::ParseError& e) {
-        std::fprintf(stderr, "skiff: %s\n", e.what());
-        return 2;
-    }
+    const std::vector<std::string> after_verb(args.begin() + 1, args.end());
+    if (auto code = parse_s3_style_args(app, after_verb)) return *code;
     if (help) {
         std::fputs(s3_usage, stdout);
         return 0;

@@ -2,6 +2,9 @@
 
 #include <skiff/s3/credentials.hpp>
 
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
 #include <cstdlib>
 
 namespace skiff::cli {
@@ -29,6 +32,21 @@ result<s3::client_config, std::string> make_s3_config(const s3_flags& flags) {
     else if (auto e3 = env("AWS_ENDPOINT_URL")) cfg.endpoint = *e3;
     cfg.path_style = flags.path_style;
     return cfg;
+}
+
+std::optional<int> parse_s3_style_args(CLI::App& app, const std::vector<std::string>& args) {
+    std::vector<std::string> reversed(args.rbegin(), args.rend()); // CLI11 pops from the back
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ArgumentMismatch& e) {
+        std::string what = e.what();
+        std::fprintf(stderr, "skiff: %s needs a value\n", what.substr(0, what.find(':')).c_str());
+        return 2;
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "skiff: %s\n", e.what());
+        return 2;
+    }
+    return std::nullopt;
 }
 
 } // namespace skiff::cli

@@ -7,6 +7,11 @@
 
 #include <optional>
 #include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace skiff::cli {
 
@@ -20,5 +25,10 @@ struct s3_flags {
 // AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; region from the flag, SKIFF_S3_REGION, AWS_REGION,
 // AWS_DEFAULT_REGION or the profile, else us-east-1. The error is one sentence.
 result<s3::client_config, std::string> make_s3_config(const s3_flags& flags);
+
+// Parses `args` (in command-line order) into `app` with the messages `skiff s3` and `skiff fsck`
+// have always printed ("skiff: --range needs a value", "skiff: <CLI11's reason>"), which scripts
+// and test/integration/test_cli.sh match. Returns the exit status (2) when they do not parse.
+std::optional<int> parse_s3_style_args(CLI::App& app, const std::vector<std::string>& args);
 
 } // namespace skiff::cli

@@ -118,3 +118,14 @@ def check_no_error(err, what):
 
 __all__ = ["admin", "create_topic", "wait_partitions", "producer", "produce_all",
            "consume_partitions", "KafkaException", "KafkaError", "Consumer", "TopicPartition"]
+
+
+def refused(fn, code, what):
+    """Runs fn, which must raise a KafkaException with error `code`; returns that error."""
+    try:
+        fn()
+    except KafkaException as e:
+        if e.args[0].code() != code:
+            raise AssertionError(f"{what}: {e}, expected {KafkaError(code).name()}")
+        return e.args[0]
+    raise AssertionError(f"{what}: accepted, expected {KafkaError(code).name()}")

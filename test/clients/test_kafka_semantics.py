@@ -28,28 +28,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import broker  # noqa: E402
-from ckutil import admin, create_topic, producer  # noqa: E402
+from ckutil import admin, create_topic, producer, refused  # noqa: E402
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition  # noqa: E402
 from confluent_kafka.admin import ConfigResource, ConfigSource, NewPartitions, NewTopic  # noqa: E402
-from test_admin_apis import exchange  # noqa: E402
+from test_admin_apis import _read_str, _str, exchange  # noqa: E402
 from test_produce_validation import _deliver  # noqa: E402
 
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 NONE, UNKNOWN_TOPIC_OR_PARTITION = 0, 3
-
-
-def _str(s):
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
-def _read_str(r):
-    n = r.take(">h")
-    if n < 0:
-        return None
-    s = r.data[r.pos:r.pos + n].decode()
-    r.pos += n
-    return s
 
 
 def offset_commit_v2(b, group, offsets):
@@ -145,16 +131,6 @@ def _create(a, topic, partitions, config):
         return e.args[0]
 
 
-def _refused(fn, code, what):
-    try:
-        fn()
-    except KafkaException as e:
-        if e.args[0].code() != code:
-            raise AssertionError(f"{what}: {e}, expected {KafkaError(code).name()}")
-        return e.args[0]
-    raise AssertionError(f"{what}: accepted, expected {KafkaError(code).name()}")
-
-
 # Kafka's LogConfig: every topic config, each at a non-default value Kafka accepts.
 EVERY_CONFIG = {
     "cleanup.policy": "delete", "compression.gzip.level": "6", "compression.lz4.level": "10",
@@ -218,7 +194,7 @@ def test_topic_configs_as_kafka_defines_them(t):
                                                                        "delete.retention.ms": "1000"})
     a.alter_configs([res], request_timeout=30)[res].result(30)
     bad = ConfigResource(ConfigResource.Type.TOPIC, plain, set_config={"no.such.config": "1"})
-    err = _refused(lambda: a.alter_configs([bad], request_timeout=30)[bad].result(30), KafkaError.INVALID_CONFIG,
+    err = refused(lambda: a.alter_configs([bad], request_timeout=30)[bad].result(30), KafkaError.INVALID_CONFIG,
                    "AlterConfigs with an unknown key")
     if "no.such.config" not in err.str():
         raise AssertionError(f"the refusal does not name the key: {err.str()}")
@@ -249,14 +225,14 @@ def test_admin_unknown_topic_and_invalid_partitions(t):
     topic = t.topic("three")
     create_topic(b, topic, 3)
     fs = a.create_partitions([NewPartitions(topic, 2)], request_timeout=30)
-    _refused(lambda: fs[topic].result(30), KafkaError.INVALID_PARTITIONS, "CreatePartitions to fewer")
+    refused(lambda: fs[topic].result(30), KafkaError.INVALID_PARTITIONS, "CreatePartitions to fewer")
     missing = t.topic("missing")
     fs = a.create_partitions([NewPartitions(missing, 2)], request_timeout=30)
-    _refused(lambda: fs[missing].result(30), KafkaError.UNKNOWN_TOPIC_OR_PART, "CreatePartitions of an unknown topic")
+    refused(lambda: fs[missing].result(30), KafkaError.UNKNOWN_TOPIC_OR_PART, "CreatePartitions of an unknown topic")
     fs = a.delete_topics([missing], operation_timeout=30, request_timeout=30)
-    _refused(lambda: fs[missing].result(30), KafkaError.UNKNOWN_TOPIC_OR_PART, "DeleteTopics of an unknown topic")
+    refused(lambda: fs[missing].result(30), KafkaError.UNKNOWN_TOPIC_OR_PART, "DeleteTopics of an unknown topic")
     res = ConfigResource(ConfigResource.Type.TOPIC, missing)
-    _refused(lambda: a.describe_configs([res])[res].result(30), KafkaError.UNKNOWN_TOPIC_OR_PART,
+    refused(lambda: a.describe_configs([res])[res].result(30), KafkaError.UNKNOWN_TOPIC_OR_PART,
              "DescribeConfigs of an unknown topic")
     b.stop()
 

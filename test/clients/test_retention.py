@@ -15,7 +15,7 @@ import time
 
 import broker
 import ckutil
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
 # Small segments, deleted soon after they leave the log, so retention shows within seconds.
@@ -41,16 +41,6 @@ def topic_configs(b, topic):
     a = ckutil.admin(b)
     res = ConfigResource(ConfigResource.Type.TOPIC, topic)
     return {k: (e.value, e.is_default) for k, e in a.describe_configs([res])[res].result(30).items()}
-
-
-def refused(fn, code, what):
-    try:
-        fn()
-    except KafkaException as e:
-        if e.args[0].code() != code:
-            raise AssertionError(f"{what}: {e}, expected {KafkaError(code).name()}")
-        return e.args[0]
-    raise AssertionError(f"{what}: accepted")
 
 
 def first_from_beginning(b, topic):
@@ -186,20 +176,20 @@ def test_refused_changes_store_nothing(t):
     topic = t.topic("refused")
     ckutil.create_topic(b, topic, 1)
     set_configs(b, topic, {"retention.ms": "3600000"})
-    err = refused(lambda: set_configs(b, topic, {"retention.ms": "-5"}), KafkaError.INVALID_CONFIG, "retention.ms=-5")
+    err = ckutil.refused(lambda: set_configs(b, topic, {"retention.ms": "-5"}), KafkaError.INVALID_CONFIG, "retention.ms=-5")
     t.log(f"retention.ms=-5: {err.name()} ({err.str()})")
-    refused(lambda: set_configs(b, topic, {"retention.bytes": "much"}), KafkaError.INVALID_CONFIG,
+    ckutil.refused(lambda: set_configs(b, topic, {"retention.bytes": "much"}), KafkaError.INVALID_CONFIG,
             "retention.bytes=much")
-    err = refused(lambda: set_configs(b, topic, {"retention.msec": "1"}), KafkaError.INVALID_CONFIG,
+    err = ckutil.refused(lambda: set_configs(b, topic, {"retention.msec": "1"}), KafkaError.INVALID_CONFIG,
                   "an unknown config")
     if "retention.msec" not in err.str():
         raise AssertionError(f"the refusal of an unknown config does not name it: {err.str()}")
     set_configs(b, topic, {"retention.ms": "1000"}, validate_only=True)
-    refused(lambda: set_configs(b, t.topic("missing"), {"retention.ms": "1"}), KafkaError.UNKNOWN_TOPIC_OR_PART,
+    ckutil.refused(lambda: set_configs(b, t.topic("missing"), {"retention.ms": "1"}), KafkaError.UNKNOWN_TOPIC_OR_PART,
             "a topic that does not exist")
     a = ckutil.admin(b)
     res = ConfigResource(ConfigResource.Type.BROKER, "0", set_config={"log.retention.ms": "1000"})
-    err = refused(lambda: a.alter_configs([res], request_timeout=30)[res].result(30), KafkaError.INVALID_REQUEST,
+    err = ckutil.refused(lambda: a.alter_configs([res], request_timeout=30)[res].result(30), KafkaError.INVALID_REQUEST,
                   "a broker config")
     t.log(f"a broker config: {err.name()} ({err.str()})")
     cfg = topic_configs(b, topic)
