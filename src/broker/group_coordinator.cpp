@@ -112,10 +112,7 @@ kafka::LeaveGroupResponse group_coordinator::leave(const kafka::LeaveGroupReques
     return r;
 }
 
-runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kafka::OffsetCommitRequest req,
-                                                                             std::int16_t version) {
-    state& s = *_s;
-    if (!s.closed()) s.sweep();
+kafka::OffsetCommitResponse offset_commit_answer(const kafka::OffsetCommitRequest& req, kafka::error_code code) {
     kafka::OffsetCommitResponse resp;
     resp.topics.reserve(req.topics.size());
     for (const auto& t : req.topics) {
@@ -124,10 +121,19 @@ runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kaf
         for (const auto& p : t.partitions) {
             kafka::OffsetCommitResponse::OffsetCommitResponsePartition rp;
             rp.partition_index = p.partition_index;
+            rp.error_code = code;
             rt.partitions.push_back(rp);
         }
         resp.topics.push_back(std::move(rt));
     }
+    return resp;
+}
+
+runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kafka::OffsetCommitRequest req,
+                                                                             std::int16_t version) {
+    state& s = *_s;
+    if (!s.closed()) s.sweep();
+    kafka::OffsetCommitResponse resp = offset_commit_answer(req, kerr::none);
     group* g = nullptr;
     kafka::error_code err = s.validate_commit(req, version, g);
     if (err != kerr::none || !g) {

@@ -146,4 +146,7 @@ private:
 // bytes are shortened to a prefix plus a hash.
 std::string group_offsets_key(std::string_view ns, std::string_view group_id);
 
+// An OffsetCommit answer naming every partition of `req`, in its order, each answered `code`.
+kafka::OffsetCommitResponse offset_commit_answer(const kafka::OffsetCommitRequest& req, kafka::error_code code);
+
 } // namespace skiff::broker

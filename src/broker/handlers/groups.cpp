@@ -158,17 +158,7 @@ runtime::task<std::string> handle_offset_commit(request_ctx ctx, kafka::OffsetCo
     bool loading = false;
     if (!known.topics.empty()) loading = co_await group_loading(ctx.sh, &req.group_id);
     if (loading) {
-        for (const auto& t : known.topics) {
-            kafka::OffsetCommitResponse::OffsetCommitResponseTopic at;
-            at.name = t.name;
-            for (const auto& p : t.partitions) {
-                kafka::OffsetCommitResponse::OffsetCommitResponsePartition ap;
-                ap.partition_index = p.partition_index;
-                ap.error_code = kerr::coordinator_load_in_progress;
-                at.partitions.push_back(ap);
-            }
-            answer.topics.push_back(std::move(at));
-        }
+        answer = offset_commit_answer(known, kerr::coordinator_load_in_progress);
     } else if (!known.topics.empty()) {
         kafka::OffsetCommitRequest* rq = &known;
         answer = co_await on_group_owner(ctx.sh, req.group_id, [rq, v](shard& o) {
