@@ -43,7 +43,7 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
   CXX=clang++-14 meson setup build-fuzz -Dfuzzers=true -Db_lundef=false -Dtests=true >/dev/null
 fi
 # name in the build dir : seed folder under test/fuzz/corpus
-fuzzers=("test/fuzz/fuzz_formats:formats" "test/fuzz/kafka/fuzz_kafka_request:kafka")
+fuzzers=("test/fuzz/fuzz_formats:formats" "test/fuzz/kafka/fuzz_kafka_request:kafka" "test/fuzz/fuzz_sasl:sasl")
 ninja -C build-fuzz -j "$jobs" "${fuzzers[@]%%:*}"
 for entry in "${fuzzers[@]}"; do
   target=build-fuzz/${entry%%:*}; seeds=test/fuzz/corpus/${entry##*:}
