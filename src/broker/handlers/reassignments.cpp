@@ -18,10 +18,13 @@
 
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/cluster/assignment.hpp>
+#include <skiff/runtime/reactor.hpp>
+#include <skiff/runtime/timer.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 namespace skiff::broker {
@@ -44,8 +47,9 @@ bool in_progress(const cluster::view& v, const std::string& topic, std::int32_t 
     return !o || o->broker != placed;
 }
 
+// Writes each placement; `*written` becomes the etcd revision of the last write that landed.
 runtime::task<void> apply_placements(shard& sh0, const std::vector<placement_op>* ops,
-                                     kafka::AlterPartitionReassignmentsResponse* r) {
+                                     kafka::AlterPartitionReassignmentsResponse* r, std::int64_t* written) {
     auto& cr = *sh0.shared->cluster;
     const cluster::keys names(sh0.cfg().ns);
     for (const auto& op : *ops) {
@@ -54,9 +58,11 @@ runtime::task<void> apply_placements(shard& sh0, const std::vector<placement_op>
         if (op.broker) {
             auto put = co_await cr.kv->put(key, std::to_string(*op.broker));
             if (!put) failure = put.error().message;
+            else *written = std::max(*written, *put);
         } else {
             auto del = co_await cr.kv->del(key);
             if (!del) failure = del.error().message;
+            else *written = std::max(*written, *del);
         }
         if (!failure.empty()) {
             auto& pr = r->responses[op.topic_at].partitions[op.partition_at];
@@ -140,7 +146,21 @@ runtime::task<kafka::AlterPartitionReassignmentsResponse> alter_partition_reassi
     if (ops.empty()) co_return r;
     const std::vector<placement_op>* p = &ops;
     kafka::AlterPartitionReassignmentsResponse* out = &r;
-    co_await on_core(sh, 0, [p, out](shard& sh0) { return apply_placements(sh0, p, out); });
+    std::int64_t written = 0;
+    std::int64_t* w = &written;
+    co_await on_core(sh, 0, [p, out, w](shard& sh0) { return apply_placements(sh0, p, out, w); });
+    // Read your writes: answer once this core's view shows the placements, so a
+    // ListPartitionReassignments sent to this broker after the answer lists them (the view
+    // follows etcd's watch, a moment behind the write). Bounded: a stalled watch delays the
+    // answer by at most a second, and the placements are stored either way.
+    auto& reactor = runtime::reactor::local();
+    const auto deadline = reactor.now() + std::chrono::seconds(1);
+    while (written > 0 && (!sh.cview || sh.cview->revision < written) && reactor.now() < deadline &&
+           !sh.stop.stop_requested()) {
+        auto slept = co_await runtime::sleep_until(std::min(deadline, reactor.now() + std::chrono::milliseconds(5)),
+                                                   sh.stop.get_token());
+        if (!slept) break;
+    }
     co_return r;
 }
 
