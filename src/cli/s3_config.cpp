@@ -1,6 +1,6 @@
 #include "s3_config.hpp"
 
-#include <skiff/s3/credentials.hpp>
+#include <skiff/s3/credential_provider.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -18,10 +18,13 @@ std::optional<std::string> env(const char* name) {
 } // namespace
 
 result<s3::client_config, std::string> make_s3_config(const s3_flags& flags) {
-    auto creds = s3::load_credentials(s3::process_env());
+    // The whole chain (docs/credentials.md): static keys, or a provider of temporary ones.
+    auto creds = s3::load_client_credentials(s3::process_env());
     if (!creds) return failure{creds.error()};
     s3::client_config cfg;
     cfg.creds = creds->creds;
+    cfg.provider = creds->provider;
+    cfg.creds_source = creds->source;
     if (flags.region) cfg.region = *flags.region;
     else if (auto r = env("SKIFF_S3_REGION")) cfg.region = *r;
     else if (!creds->region.empty()) cfg.region = creds->region;

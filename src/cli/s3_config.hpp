@@ -21,8 +21,9 @@ struct s3_flags {
     bool path_style = false;             // --s3-path-style
 };
 
-// Credentials from the environment or ~/.aws; endpoint from the flag, SKIFF_S3_ENDPOINT,
-// AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; region from the flag, SKIFF_S3_REGION, AWS_REGION,
+// Credentials from the AWS chain (docs/credentials.md: environment, web identity, ~/.aws with
+// credential_process, container, IMDSv2; temporary ones through a started provider); endpoint
+// from the flag, SKIFF_S3_ENDPOINT, AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL; region from the flag, SKIFF_S3_REGION, AWS_REGION,
 // AWS_DEFAULT_REGION or the profile, else us-east-1. The error is one sentence.
 result<s3::client_config, std::string> make_s3_config(const s3_flags& flags);
 

@@ -715,7 +715,7 @@ std::string render_config(const serve_options& o, const broker::broker_config& c
     }
     if (cfg.s3) {
         // Not settings of skiff serve, but what it will sign with; never the secret itself.
-        out += fmt::format("# S3 credentials: {}\n", s3::describe(cfg.s3->creds));
+        out += fmt::format("# S3 credentials: {}\n", s3::describe_credentials(*cfg.s3));
         bool masked = false;
         out += fmt::format("# S3 region {}, endpoint {}\n", cfg.s3->region,
                            cfg.s3->endpoint.empty() ? std::string("AWS") : mask_url_password(cfg.s3->endpoint, masked));

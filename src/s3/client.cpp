@@ -265,6 +265,13 @@ struct client::attempt_spec {
     bool create_session = false; // S3 Express CreateSession: signed with the long-term keys
 };
 
+std::string describe_credentials(const client_config& cfg) {
+    if (cfg.provider) return cfg.provider->describe() + " (temporary, refreshed before expiry)";
+    std::string out = describe(cfg.creds);
+    if (!cfg.creds_source.empty()) out = cfg.creds_source + ": " + out;
+    return out;
+}
+
 bool is_directory_bucket(std::string_view bucket) noexcept { return !directory_bucket_zone(bucket).empty(); }
 
 std::string_view directory_bucket_zone(std::string_view bucket) noexcept {
@@ -356,7 +363,7 @@ result<std::unique_ptr<client>, std::string> client::create(client_config cfg) {
     std::string ep_text = cfg.endpoint.empty() ? fmt::format("https://s3.{}.amazonaws.com", cfg.region) : cfg.endpoint;
     auto ep = parse_endpoint(ep_text);
     if (!ep) return failure{ep.error()};
-    if (!cfg.creds.complete()) {
+    if (!cfg.provider && !cfg.creds.complete()) {
         return failure{std::string(
             "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or a ~/.aws/credentials profile")};
     }
@@ -462,6 +469,18 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
         // (signed) as x-amz-s3session-token instead of x-amz-security-token.
         credentials session;
         const credentials* creds = &_cfg.creds;
+        // Temporary credentials: the provider's current snapshot (waits only when none is
+        // usable; within the refresh window the refresher fetches while this request signs).
+        std::shared_ptr<const credential_snapshot> snap;
+        if (_cfg.provider && !(express && !spec.create_session)) {
+            auto got = co_await _cfg.provider->get(scope.token());
+            if (!got) {
+                if (scope.token().stop_requested()) co_return fail(stopped_error(attempt - 1));
+                co_return fail(make_error(errc::config, fmt::format("{} {}: {}", spec.method, target, got.error())));
+            }
+            snap = std::move(got).value();
+            creds = &snap->creds;
+        }
         if (express && !spec.create_session) {
             auto s = co_await session_for(spec.bucket, scope.token());
             if (!s) {
@@ -527,6 +546,17 @@ runtime::task<result<http::response, error>> client::execute(op_kind kind, const
         if (express && !spec.create_session && !renewed && err.s3_code == "ExpiredToken") {
             renewed = true;
             if (auto it = _sessions.find(spec.bucket); it != _sessions.end()) it->second.session.reset();
+            ++stats.retries;
+            continue;
+        }
+
+        // Temporary credentials that S3 calls expired or invalid (clock skew, a revoked
+        // session): new ones are fetched and the request, refused and not applied, is sent
+        // once more, as for an expired S3 Express session.
+        if (snap && !renewed && (err.s3_code == "ExpiredToken" || err.s3_code == "InvalidToken" ||
+                                 err.s3_code == "TokenRefreshRequired")) {
+            renewed = true;
+            _cfg.provider->refused(snap->generation);
             ++stats.retries;
             continue;
         }

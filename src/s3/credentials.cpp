@@ -142,7 +142,12 @@ env_lookup process_env() {
     };
 }
 
-result<loaded_credentials, std::string> load_credentials(const env_lookup& env) {
+namespace {
+
+// load_credentials, except that "no source has keys" sets `none_found` (the temporary sources
+// of credential_provider.hpp come next in the chain) instead of being final.
+result<loaded_credentials, std::string> load_credentials_impl(const env_lookup& env, bool& none_found) {
+    none_found = false;
     loaded_credentials out;
     auto home = non_empty(env, "HOME");
     auto chosen_profile = non_empty(env, "AWS_PROFILE");
@@ -217,6 +222,7 @@ result<loaded_credentials, std::string> load_credentials(const env_lookup& env) 
                 if (s == nullptr) return path + " has no such profile";
                 return path + " has the profile but no keys";
             };
+            none_found = true;
             return failure{"no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or "
                            "add aws_access_key_id/aws_secret_access_key to profile '" + profile +
                            "' (credentials file: " + file_state(creds_path, *creds_file, in_creds) +
@@ -235,6 +241,64 @@ result<loaded_credentials, std::string> load_credentials(const env_lookup& env) 
             if (auto r = load(creds_file, creds_path); !r) return failure{std::move(r).error()};
             out.region = get(find_section(*creds_file, profile), "region");
         }
+    }
+    return out;
+}
+
+} // namespace
+
+result<loaded_credentials, std::string> load_credentials(const env_lookup& env) {
+    bool none_found = false;
+    return load_credentials_impl(env, none_found);
+}
+
+result<std::optional<loaded_credentials>, std::string> find_static_credentials(const env_lookup& env) {
+    bool none_found = false;
+    auto r = load_credentials_impl(env, none_found);
+    if (r) return std::optional<loaded_credentials>{std::move(r).value()};
+    if (none_found) return std::optional<loaded_credentials>{};
+    return failure{std::move(r).error()};
+}
+
+result<profile_settings, std::string> load_profile_settings(const env_lookup& env) {
+    profile_settings out;
+    auto home = non_empty(env, "HOME");
+    out.profile = non_empty(env, "AWS_PROFILE").value_or("default");
+    std::string creds_path;
+    if (auto p = non_empty(env, "AWS_SHARED_CREDENTIALS_FILE")) creds_path = expand_home(*p, home);
+    else if (home) creds_path = *home + "/.aws/credentials";
+    std::string config_path;
+    if (auto p = non_empty(env, "AWS_CONFIG_FILE")) config_path = expand_home(*p, home);
+    else if (home) config_path = *home + "/.aws/config";
+    std::optional<ini_file> config_file, creds_file;
+    if (!config_path.empty()) {
+        auto r = read_ini(config_path);
+        if (!r) return failure{std::move(r).error()};
+        config_file = std::move(r).value();
+    }
+    if (!creds_path.empty()) {
+        auto r = read_ini(creds_path);
+        if (!r) return failure{std::move(r).error()};
+        creds_file = std::move(r).value();
+    }
+    // The config file first (where the CLI writes these settings), then the credentials file.
+    const section* in_config = find_config_profile(config_file, out.profile);
+    const section* in_creds = find_section(creds_file, out.profile);
+    for (const char* key : {"credential_process", "role_arn", "web_identity_token_file", "role_session_name", "region"}) {
+        std::string v = get(in_config, key);
+        if (!v.empty()) {
+            out.values[key] = v;
+            out.where[key] = config_path + " [profile " + out.profile + "]";
+            continue;
+        }
+        v = get(in_creds, key);
+        if (!v.empty()) {
+            out.values[key] = v;
+            out.where[key] = creds_path + " [" + out.profile + "]";
+        }
+    }
+    if (auto it = out.values.find("web_identity_token_file"); it != out.values.end()) {
+        it->second = expand_home(it->second, home);
     }
     return out;
 }

@@ -42,7 +42,7 @@ check "unreadable file: non-zero exit" test $rc -ne 0
 check "unreadable file: clear error" grep -q "cannot read '/nonexistent/file'" <<<"$out"
 out=$(err s3 get "not-a-url"); rc=$?
 check "bad url: usage error" bash -c "[ $rc -eq 2 ] && grep -q 'not an s3://' <<<'$out'"
-out=$(AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= HOME=$tmp "$skiff" s3 ls "s3://$S3_BUCKET/" 2>&1 >/dev/null); rc=$?
+out=$(AWS_ACCESS_KEY_ID= AWS_SECRET_ACCESS_KEY= AWS_EC2_METADATA_DISABLED=true HOME=$tmp "$skiff" s3 ls "s3://$S3_BUCKET/" 2>&1 >/dev/null); rc=$?
 check "no credentials: says so" bash -c "[ $rc -ne 0 ] && grep -qi 'credentials' <<<'$out'"
 
 # `skiff serve`: a bad flag or an unreachable store is one sentence and a non-zero exit.

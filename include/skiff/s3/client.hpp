@@ -16,6 +16,7 @@
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/s3/backoff.hpp>
+#include <skiff/s3/credential_provider.hpp>
 #include <skiff/s3/credentials.hpp>
 #include <skiff/s3/error.hpp>
 #include <skiff/s3/uri.hpp>
@@ -42,6 +43,12 @@ struct client_config {
     std::string region = "us-east-1";
     bool path_style = false; // true for MinIO, moto and most local servers
     credentials creds;
+    // Temporary credentials (docs/credentials.md): when set, every request is signed with the
+    // provider's current snapshot instead of `creds`, and an ExpiredToken / InvalidToken answer
+    // makes the client ask for new ones and send the request once more. Shared by every core.
+    std::shared_ptr<credential_provider> provider;
+    // Where `creds` came from ("environment", "~/.aws/credentials [default]"), for describe_credentials.
+    std::string creds_source;
     // Send UNSIGNED-PAYLOAD instead of hashing the body (sensible only over https).
     bool unsigned_payload = false;
     retry_policy retry{};
@@ -55,6 +62,9 @@ struct client_config {
     // a session is created (CreateSession) per bucket and renewed this long before it expires.
     std::chrono::seconds express_refresh_before{60};
 };
+
+// What --print-config shows: the source and, for static keys, describe(creds); never a secret.
+std::string describe_credentials(const client_config& cfg);
 
 // A directory bucket's name: "base--azid--x-s3" (e.g. "logs--use1-az4--x-s3").
 bool is_directory_bucket(std::string_view bucket) noexcept;

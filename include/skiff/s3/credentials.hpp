@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +56,25 @@ struct loaded_credentials {
 // explicitly chosen AWS_PROFILE exists in neither file, or when a file exists but cannot be
 // read or parsed. A missing file is not an error.
 result<loaded_credentials, std::string> load_credentials(const env_lookup& env);
+
+// load_credentials, except that finding no keys anywhere is nullopt, not an error (the
+// temporary sources of credential_provider.hpp come next in the chain).
+result<std::optional<loaded_credentials>, std::string> find_static_credentials(const env_lookup& env);
+
+// The profile's settings that name a temporary source (credential_process, role_arn,
+// web_identity_token_file, role_session_name) and its region, from the config file's
+// [profile NAME] (or [default]), else the credentials file's [NAME]. Missing files or keys
+// are simply absent; a file that exists but cannot be read or parsed is an error.
+struct profile_settings {
+    std::string profile;                                   // AWS_PROFILE or "default"
+    std::map<std::string, std::string, std::less<>> values; // key -> value
+    std::map<std::string, std::string, std::less<>> where;  // key -> "path [profile NAME]"
+    std::string value(std::string_view key) const {
+        auto it = values.find(key);
+        return it == values.end() ? std::string{} : it->second;
+    }
+};
+result<profile_settings, std::string> load_profile_settings(const env_lookup& env);
 
 } // namespace skiff::s3
 
