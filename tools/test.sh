@@ -9,6 +9,9 @@
 #   tools/test.sh --quick    the g++ build and its tests only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Tests talk to 127.0.0.1 only: a test that forgets its credentials must fail, not ask the
+# EC2 metadata service at 169.254.169.254 (the credential chain's last source).
+export AWS_EC2_METADATA_DISABLED=true
 
 tools/install-deps.sh --all
 
