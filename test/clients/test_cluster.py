@@ -501,17 +501,19 @@ def test_elect_leaders_moves_to_preferred(t):
     if top != 0 or sorted(got[topic]) != list(range(12)) or not set(codes) <= {0, 84}:
         raise AssertionError(f"ElectLeaders after a broker rejoined: {top} {got}")
     bs[2].wait_ready()
+    # Each broker answers from its own view of etcd, a moment behind the others' (CI saw a
+    # broker elect partitions another had already moved): let the views converge, broker 3
+    # leading its preferred partitions, then no election is needed anywhere.
+    def converged():
+        owners = leaders(bs[0], topic)
+        return 3 in owners.values() and all(leaders(b, topic) == owners for b in bs[1:])
+    broker.wait_until(converged, 30, "broker 3 to lead its partitions again, all brokers agreeing")
     top, again = elect_leaders(bs[1], {topic: list(range(12))}, version=1)
     if top != 0 or set(again[topic].values()) != {84}:
         raise AssertionError(f"a second ElectLeaders: {top} {again}, expected ELECTION_NOT_NEEDED everywhere")
     top, every = elect_leaders(bs[2], None, version=2)
     if top != 0 or every.get(topic) != {}:
         raise AssertionError(f"ElectLeaders of every partition: {top} {every}")
-    owners = leaders(bs[0], topic)
-    if 3 not in owners.values():
-        raise AssertionError(f"broker 3 leads nothing after it rejoined: {owners}")
-    for b in bs[1:]:
-        broker.wait_until(lambda b=b: leaders(b, topic) == owners, 10, f"broker {b.name} to agree on leaders")
 
 
 def test_reassignment_moves_a_partition(t):

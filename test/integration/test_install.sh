@@ -21,7 +21,8 @@ unit=$root$prefix/lib/systemd/system/skiff.service
 [[ -x $bin ]] || fail "no executable at $bin"
 [[ -f $man ]] || fail "no man page at $man"
 [[ -f $unit ]] || fail "no systemd unit at $unit"
-"$bin" version | grep -q '^skiff ' || fail "installed binary does not run"
+version=$("$bin" version) || fail "installed binary does not run"
+[[ $version == "skiff "* ]] || fail "installed binary says '$version'"
 
 # Every command the binary lists has its section, holding that command's own help text.
 # (a command line is indented two spaces; deeper lines continue a description)
@@ -32,7 +33,10 @@ for c in $commands; do
   [[ $c == help || $c == version ]] && continue
   checked=$((checked + 1))
   grep -q "^\.SS skiff $c\$" "$man" || fail "man page has no section for '$c'"
-  first=$("$bin" "$c" --help 2>&1 | grep -m1 -v '^\s*$' | sed 's/\\/\\e/g')
+  # Read the whole help before picking its first line: grep -m1 would close the pipe early
+  # and the SIGPIPE fails the script under pipefail.
+  help=$("$bin" "$c" --help 2>&1 || true)
+  first=$(awk 'NF { print; exit }' <<<"$help" | sed 's/\\/\\e/g')
   grep -qF -- "$first" "$man" || fail "man section '$c' does not hold its help text ('$first')"
 done
 grep -q '^\.TH SKIFF 1 ' "$man" || fail "man page has no .TH header"
