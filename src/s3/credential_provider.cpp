@@ -1,6 +1,7 @@
 // credential_provider: one refresher thread per process, snapshots for every core
 // (include/skiff/s3/credential_provider.hpp, docs/credentials.md).
 #include <skiff/core/backoff.hpp>
+#include <skiff/core/iso_time.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/oneshot.hpp>
 #include <skiff/runtime/reactor.hpp>
@@ -17,18 +18,6 @@
 
 namespace skiff::s3 {
 
-namespace {
-
-std::string format_time(wall_time t) {
-    const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-    std::tm tm{};
-    gmtime_r(&tt, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
-} // namespace
 
 credential_provider::credential_provider(std::unique_ptr<credential_source> source, provider_options opts)
     : _source(std::move(source)), _opts(std::move(opts)) {
@@ -114,7 +103,7 @@ std::string credential_provider::unusable_reason_locked(wall_time now) const {
     }
     (void)now;
     return fmt::format("the AWS credentials from {} expired at {} and could not be refreshed: {}", _describe,
-                       format_time(*_current->expires), err);
+                       iso8601_utc(*_current->expires), err);
 }
 
 bool credential_provider::fetch_due_locked(wall_time now, wall_time& next) const {
@@ -191,14 +180,14 @@ runtime::task<void> credential_provider::run(std::stop_token st) {
         std::vector<waiter> wake_up;
         if (got && got->expires && *got->expires <= now) {
             got = failure{fmt::format("{}: the credentials it gave expired already ({})", _describe,
-                                      format_time(*got->expires))};
+                                      iso8601_utc(*got->expires))};
         }
         if (got) {
             auto snap = std::make_shared<credential_snapshot>();
             snap->creds = std::move(got->creds);
             snap->expires = got->expires;
             snap->obtained = now;
-            std::string valid = snap->expires ? "until " + format_time(*snap->expires) : std::string("without expiry");
+            std::string valid = snap->expires ? "until " + iso8601_utc(*snap->expires) : std::string("without expiry");
             std::string who = s3::describe(snap->creds);
             {
                 std::lock_guard lk(_mu);
@@ -222,7 +211,7 @@ runtime::task<void> credential_provider::run(std::stop_token st) {
                 _last_error = got.error();
                 _last_failure_at = now;
                 _retry_at = now + delay;
-                if (usable_locked(now) && _current->expires) still = format_time(*_current->expires);
+                if (usable_locked(now) && _current->expires) still = iso8601_utc(*_current->expires);
                 notify_locked(wake_up);
             }
             if (!still.empty()) {

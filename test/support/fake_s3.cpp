@@ -28,6 +28,7 @@
 #include <openssl/rand.h>
 #include <pugixml.hpp>
 
+#include <skiff/core/iso_time.hpp>
 #include <skiff/s3/sigv4.hpp>
 
 namespace skiff::test {
@@ -688,11 +689,7 @@ struct fake_s3::impl {
             sessions[id] = express_session{secret, expires};
             session_by_token[token] = id;
             ++counters.sessions_created;
-            const std::time_t tt = std::chrono::system_clock::to_time_t(expires);
-            std::tm tm{};
-            gmtime_r(&tt, &tm);
-            char iso[32];
-            std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            const std::string iso = iso8601_utc(expires);
             http_response r;
             r.headers.emplace_back("Content-Type", "application/xml");
             r.body = fmt::format("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CreateSessionResult "

@@ -2,6 +2,7 @@
 // the container endpoint, STS web identity, credential_process; refresh on a manual wall clock,
 // failures while the old credentials are valid, expiry, ExpiredToken from S3; the chain's
 // choice; and no secret in any error message.
+#include <skiff/core/iso_time.hpp>
 #include "credential_fakes.hpp"
 #include "run_task.hpp"
 
@@ -46,14 +47,7 @@ void check_no_secret(const std::string& message) {
     }
 }
 
-std::string iso(std::chrono::system_clock::time_point t) {
-    const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-    std::tm tm{};
-    gmtime_r(&tt, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
+std::string iso(std::chrono::system_clock::time_point t) { return skiff::iso8601_utc(t); }
 
 std::string creds_json(const std::string& id, const std::string& secret, const std::string& token,
                        std::chrono::system_clock::time_point expires) {
