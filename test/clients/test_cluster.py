@@ -199,7 +199,7 @@ def fsck(t, b):
     # A SIGKILLed owner may leave half a pair (its .index landed, its .kfs did not): an orphan
     # fsck reports and restore ignores. Anything else (corrupt, overlapping, mixed) fails.
     # Warnings (takeover gaps, a merge's or a compaction's sources whose delete is pending) are
-    # states the broker reads through; CI once failed here on an orphan beside merge warnings.
+    # states the broker reads through, as harmless as the orphans a SIGKILL leaves.
     findings = [ln.strip() for ln in r.stdout.splitlines() if ln.startswith("  ")]
     def harmless(f):
         return "(warning)" in f.split(":", 1)[0] or f.startswith(("orphan .index", "orphan .kfs"))
