@@ -56,7 +56,8 @@ kafka::OffsetCommitRequest commit_request(std::string group,
     kafka::OffsetCommitRequest req;
     req.group_id = std::move(group);
     req.generation_id_or_member_epoch = -1;
-    for (auto& [topic, p, offset] : parts) {
+    for (auto& [topic_binding, p, offset] : parts) {
+        const std::string& topic = topic_binding; // clang 14 cannot capture a structured binding
         auto it = std::find_if(req.topics.begin(), req.topics.end(), [&](auto& t) { return t.name == topic; });
         if (it == req.topics.end()) {
             req.topics.emplace_back();
