@@ -7,6 +7,7 @@
 #include <skiff/broker/config.hpp>
 #include <skiff/core/result.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -35,6 +36,10 @@ struct serve_flag {
 };
 
 std::span<const serve_flag> serve_flags() noexcept;
+// The value forms every source accepts (flag, variable, file): true/1/yes/on, false/0/no/off;
+// a decimal integer with nothing after it.
+std::optional<bool> parse_flag_bool(std::string_view v);
+std::optional<std::int64_t> parse_flag_int(std::string_view v);
 const serve_flag* find_serve_flag(std::string_view name) noexcept;
 
 // SKIFF_SEGMENT_BYTES for segment-bytes.
