@@ -132,6 +132,23 @@ void register_metrics(shard& sh) {
         sh.throttle_ms[i] = reg.counter("skiff_quota_throttle_ms_total",
                                         "Milliseconds of throttle time asked of clients over their quota.", l);
     }
+    const char* mechanisms[3] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"};
+    const char* outcomes[2] = {"success", "failure"};
+    for (int m = 0; m < 3; ++m) {
+        for (int o = 0; o < 2; ++o) {
+            sh.sasl_authentications[m][o] =
+                reg.counter("skiff_sasl_authentications_total",
+                            "SASL authentications (and re-authentications) by mechanism and outcome.",
+                            metrics::labels{{"mechanism", mechanisms[m]}, {"outcome", outcomes[o]}});
+        }
+    }
+    const char* sasl_reasons[3] = {"unauthenticated_request", "session_expired", "illegal_state"};
+    for (int i = 0; i < 3; ++i) {
+        sh.sasl_closed[i] = reg.counter("skiff_sasl_closed_connections_total",
+                                        "Connections of SASL listeners closed for a SASL reason: a request before "
+                                        "authentication, a session past its lifetime, a SASL request out of order.",
+                                        metrics::labels{{"reason", sasl_reasons[i]}});
+    }
     const char* unserved[2] = {"unknown_api", "unsupported_version"};
     for (int i = 0; i < 2; ++i) {
         sh.unserved_requests[i] = reg.counter("skiff_kafka_unserved_requests_total",
@@ -211,10 +228,11 @@ void register_metrics(shard& sh) {
     }
 }
 
-runtime::task<void> accept_loop(shard* sh) {
+runtime::task<void> accept_loop(shard* sh, std::size_t index) {
     auto st = sh->stop.get_token();
+    const listener_config* listener = &sh->shared->listeners[index];
     for (;;) {
-        auto s = co_await sh->listener->accept(st);
+        auto s = co_await sh->listeners[index].accept(st);
         if (!s) {
             if (runtime::is_cancelled(s.error()) || st.stop_requested()) break;
             // EMFILE and friends: back off instead of spinning.
@@ -226,7 +244,7 @@ runtime::task<void> accept_loop(shard* sh) {
         int one = 1;
         ::setsockopt(s->fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         ++sh->accepted_connections;
-        auto spawned = sh->conns.spawn(serve_connection(*sh, std::move(*s)));
+        auto spawned = sh->conns.spawn(serve_connection(*sh, std::move(*s), listener));
         if (!spawned) break;
     }
 }
@@ -234,9 +252,10 @@ runtime::task<void> accept_loop(shard* sh) {
 // Every core listens on the same port (SO_REUSEPORT; the kernel spreads connections). A
 // plain bind first makes sure no other process holds the port: SO_REUSEPORT alone would
 // silently share it with another broker of the same user.
-result<runtime::socket_address, std::string> bind_listeners_core0(shard& sh) {
-    auto addr = runtime::socket_address::parse(sh.cfg().kafka_addr);
-    if (!addr) return failure{"invalid --kafka-addr '" + sh.cfg().kafka_addr + "': " + addr.error()};
+result<runtime::socket_address, std::string> bind_one_core0(shard& sh, const listener_config& lc) {
+    const std::string flag = sh.cfg().listeners.empty() ? "--kafka-addr" : "--listeners";
+    auto addr = runtime::socket_address::parse(lc.addr);
+    if (!addr) return failure{"invalid " + flag + " '" + lc.addr + "': " + addr.error()};
     if (addr->port() != 0) {
         // Bind only, never listen: a listening probe would take (and then reset) the first
         // connections of clients that are already retrying against this port.
@@ -254,14 +273,27 @@ result<runtime::socket_address, std::string> bind_listeners_core0(shard& sh) {
     auto l = runtime::tcp_listener::listen(*addr, runtime::listen_options{1024, true});
     if (!l) return failure{l.error()};
     auto bound = l->local_address();
-    sh.listener.emplace(std::move(*l));
+    sh.listeners.push_back(std::move(*l));
     return bound;
 }
 
-result<void, std::string> bind_listener(shard& sh, runtime::socket_address addr) {
-    auto l = runtime::tcp_listener::listen(addr, runtime::listen_options{1024, true});
-    if (!l) return failure{l.error()};
-    sh.listener.emplace(std::move(*l));
+// Every listener of the broker, in order; the addresses bound (port 0 resolved).
+result<std::vector<runtime::socket_address>, std::string> bind_listeners_core0(shard& sh) {
+    std::vector<runtime::socket_address> out;
+    for (const auto& lc : sh.shared->listeners) {
+        auto b = bind_one_core0(sh, lc);
+        if (!b) return failure{b.error()};
+        out.push_back(*b);
+    }
+    return out;
+}
+
+result<void, std::string> bind_listener(shard& sh, const std::vector<runtime::socket_address>& addrs) {
+    for (const auto& addr : addrs) {
+        auto l = runtime::tcp_listener::listen(addr, runtime::listen_options{1024, true});
+        if (!l) return failure{l.error()};
+        sh.listeners.push_back(std::move(*l));
+    }
     return ok();
 }
 
@@ -295,7 +327,7 @@ runtime::task<void> close_partitions(shard* sh) {
 // One core's part of the drain.
 runtime::task<void> drain_core(shard* sh) {
     sh->stop.request_stop(); // no new connections, no new requests; long polls answer now
-    if (sh->listener) sh->listener->close();
+    for (auto& l : sh->listeners) l.close();
     co_await runtime::when_all(close_partitions(sh), sh->conns.close(), sh->groups->close());
     co_await sh->background.close();
 }
@@ -445,7 +477,7 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
     } else {
         for (unsigned c = 1; c < shared.cores && !su->failed; ++c) {
             shard* target = shared.shards[c];
-            const runtime::socket_address* a = &*bound;
+            const std::vector<runtime::socket_address>* a = &*bound;
             auto r = co_await runtime::submit_to(c, [target, a] { return bind_listener(*target, *a); });
             if (!r) su->fail(r.error());
         }
@@ -453,16 +485,25 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
     if (!su->failed) {
         for (unsigned c = 0; c < shared.cores; ++c) {
             shard* target = shared.shards[c];
-            co_await runtime::submit_to(c, [target] { (void)target->background.spawn(accept_loop(target)); });
+            const std::size_t n = bound->size();
+            co_await runtime::submit_to(c, [target, n] {
+                for (std::size_t i = 0; i < n; ++i) (void)target->background.spawn(accept_loop(target, i));
+            });
         }
         if (http_srv) {
             (void)http_gate.spawn(readiness_loop(sh, &obs)); // sets the "partitions" flag
         }
         if (shared.cluster) (void)sh->background.spawn(cluster_loop(sh));
-        log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", bound->to_string(),
+        std::string where;
+        for (std::size_t i = 0; i < bound->size(); ++i) {
+            if (i) where += ", ";
+            where += (*bound)[i].to_string();
+            if (!sh->cfg().listeners.empty()) where += fmt::format(" ({})", shared.listeners[i].name());
+        }
+        log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", where,
                   shared.cores, sh->store->describe(), sh->cfg().ns, snap->topics.size(),
                   http_bound.empty() ? std::string() : ", metrics on http://" + http_bound);
-        if (hooks->on_ready) hooks->on_ready(bound->to_string(), http_bound);
+        if (hooks->on_ready) hooks->on_ready(bound->front().to_string(), http_bound);
 
         // Wait for the stop request (from any thread: it is posted to this core).
         stop_signal sig;
@@ -513,8 +554,14 @@ runtime::task<void> core_main(unsigned core, broker_shared* shared, startup* su,
 } // namespace
 
 result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_hooks hooks) {
-    if (auto a = runtime::socket_address::parse(cfg.kafka_addr); !a) {
-        return failure{"invalid --kafka-addr '" + cfg.kafka_addr + "': " + a.error()};
+    for (const auto& l : cfg.effective_listeners()) {
+        if (auto a = runtime::socket_address::parse(l.addr); !a) {
+            return failure{std::string(cfg.listeners.empty() ? "invalid --kafka-addr '" : "invalid --listeners '") +
+                           l.addr + "': " + a.error()};
+        }
+        if (uses_tls(l.protocol)) {
+            return failure{std::string("the ") + std::string(l.name()) + " listener needs TLS, which this build does not serve yet"};
+        }
     }
     if (!cfg.http_addr.empty()) {
         if (auto a = runtime::socket_address::parse(cfg.http_addr); !a) {
@@ -523,10 +570,15 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     }
     if (cfg.clustered()) {
         // Other brokers send clients here: the address must be one they can reach.
-        const std::string& adv = cfg.advertised_addr.empty() ? cfg.kafka_addr : cfg.advertised_addr;
-        if (adv.starts_with("0.0.0.0:") || adv.starts_with("[::]:") || adv.starts_with(":")) {
-            return failure{std::string("cluster mode needs --advertised-addr (or a --kafka-addr with a host other "
-                                       "brokers' clients can reach)")};
+        for (const auto& l : cfg.effective_listeners()) {
+            const std::string& adv = l.advertised.empty() ? l.addr : l.advertised;
+            if (adv.starts_with("0.0.0.0:") || adv.starts_with("[::]:") || adv.starts_with(":")) {
+                return failure{cfg.listeners.empty()
+                                   ? std::string("cluster mode needs --advertised-addr (or a --kafka-addr with a host "
+                                                 "other brokers' clients can reach)")
+                                   : "cluster mode needs --advertised-listeners for " + std::string(l.name()) +
+                                         " (or a listener host other brokers' clients can reach)"};
+            }
         }
     }
     unsigned cores = cfg.cores ? cfg.cores : std::max(1u, std::thread::hardware_concurrency());
@@ -534,6 +586,7 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     if (!group) return failure{group.error()};
     broker_shared shared;
     shared.cfg = std::move(cfg);
+    shared.listeners = shared.cfg.effective_listeners();
     shared.put_rate = std::make_unique<storage::put_rate>(shared.cfg.max_puts_per_second);
     // Always: quotas may also arrive later through AlterClientQuotas. Unlimited kinds cost one
     // relaxed load per request.

@@ -143,6 +143,20 @@ runtime::task<result<catalog, storage::store_error>> load_catalog(storage::objec
     } else if (quotas.error().code != storage::errc::not_found) {
         co_return failure{quotas.error()};
     }
+    const std::string users_key = scram_users_key(ns);
+    auto users = co_await store.get(users_key, std::nullopt, st);
+    if (users) {
+        auto table = decode_scram_users(users->data);
+        if (table) {
+            out.users = std::make_shared<const scram_user_table>(std::move(*table));
+        } else {
+            // Nobody authenticates with SCRAM until an AlterUserScramCredentials rewrites it: the
+            // safe failure for an authentication store (PLAINTEXT listeners keep working).
+            log::error("catalog: ignoring the SCRAM users in {}: {}", users_key, table.error());
+        }
+    } else if (users.error().code != storage::errc::not_found) {
+        co_return failure{users.error()};
+    }
     out.version = 1;
     co_return out;
 }

@@ -71,6 +71,7 @@ runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, st
     try {
         auto reply = co_await handle_request(*c->sh, c->info, std::move(frame), at);
         slot->bytes = std::move(reply);
+        if (c->info.close_after_answer) slot->close_after = true;
     } catch (const unserved_request& e) {
         log::warn("connection {}: {}; closing the connection, as Kafka does", c->peer, e.what());
         slot->close_after = true;
@@ -82,6 +83,15 @@ runtime::task<void> run_handler(conn_state* c, std::shared_ptr<pending> slot, st
     }
     slot->done = true;
     c->progress.signal(1);
+}
+
+// Kafka's sasl.server.max.receive.size: before a SASL listener's client has authenticated, a
+// frame above this closes the connection (nobody unauthenticated makes the broker buffer 64 MiB).
+constexpr std::size_t max_unauthenticated_frame = 512 * 1024;
+
+std::size_t frame_limit(const conn_state& c, std::size_t configured) {
+    if (c.info.needs_sasl() && !c.info.sasl.authenticated()) return std::min(configured, max_unauthenticated_frame);
+    return configured;
 }
 
 // Requests at least this large are handed over in the read buffer instead of copied out.
@@ -96,7 +106,7 @@ runtime::task<void> reader(conn_state* c) {
         // Frames already buffered.
         for (;;) {
             std::span<const char> avail(buf.data() + start, buf.size() - start);
-            auto size = kafka::peek_frame_size(avail, max_frame);
+            auto size = kafka::peek_frame_size(avail, frame_limit(*c, max_frame));
             if (!size) {
                 log::warn("connection {}: {}; closing it", c->peer, size.error().message);
                 c->stop.request_stop();
@@ -147,7 +157,8 @@ runtime::task<void> reader(conn_state* c) {
         // its handler) even when the client pipelines the next request behind it.
         std::size_t want = 64 * 1024;
         if (buf.size() - start >= kafka::size_prefix_bytes) {
-            auto size = kafka::peek_frame_size(std::span<const char>(buf.data() + start, buf.size() - start), max_frame);
+            auto size = kafka::peek_frame_size(std::span<const char>(buf.data() + start, buf.size() - start),
+                                               frame_limit(*c, max_frame));
             if (size && *size) {
                 const std::size_t rest = kafka::size_prefix_bytes + **size - (buf.size() - start);
                 want = **size >= large_frame ? rest : std::max(want, rest);
@@ -214,9 +225,10 @@ runtime::task<void> read_then_mark(conn_state* c) {
 
 } // namespace
 
-runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream) {
+runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream, const listener_config* listener) {
     conn_state c(sh.cfg().max_inflight_requests, std::max<std::size_t>(sh.cfg().max_inflight_request_bytes, 1));
     c.sh = &sh;
+    c.info.listener = listener;
     c.stream = std::move(stream);
     {
         sockaddr_storage local{};

@@ -7,6 +7,7 @@
 #include "connection.hpp"
 #include "shard.hpp"
 
+#include <skiff/cluster/records.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/kafka/frame.hpp>
 
@@ -64,8 +65,12 @@ Req decode_body(std::span<const char> body, std::int16_t version) {
     return std::move(*r);
 }
 
-// The address put in Metadata, DescribeCluster and FindCoordinator.
+// The address put in Metadata, DescribeCluster and FindCoordinator: the advertised address of
+// the listener the request came in on, else the address the client connected to.
 std::pair<std::string, std::int32_t> advertised(const request_ctx& ctx);
+// Another broker's address for this request: its listener of the same name as the one the
+// request came in on (so a SASL client is not sent to a PLAINTEXT port), else its first.
+std::pair<std::string, std::int32_t> member_endpoint(const cluster::member& m, const request_ctx& ctx);
 
 // Produce and Fetch answer as response objects (unit-tested without a connection);
 // handle_request encodes them.
@@ -92,6 +97,20 @@ runtime::task<kafka::ElectLeadersResponse> elect_leaders(shard& sh, kafka::Elect
                                                           std::int16_t version);
 // DescribeLogDirs: the store as the one log dir, with the size of each partition served here.
 runtime::task<kafka::DescribeLogDirsResponse> describe_log_dirs(shard& sh, kafka::DescribeLogDirsRequest req);
+
+// SASL (handlers/sasl.cpp): SaslHandshake, SaslAuthenticate, and the bare tokens that follow a
+// SaslHandshake v0. They change ci.sasl and ci.principal; a failure sets ci.close_after_answer.
+std::string handle_sasl_handshake(const request_ctx& ctx, const kafka::SaslHandshakeRequest& req);
+runtime::task<std::string> handle_sasl_authenticate(request_ctx ctx, kafka::SaslAuthenticateRequest req);
+// The framed raw answer, or nullopt when the exchange failed (the connection then closes).
+runtime::task<std::optional<std::string>> handle_raw_sasl_token(shard& sh, const conn_info& ci, std::string_view token);
+// Marks the session failed and the connection to close after this answer, counted and logged.
+void refuse_sasl_state(const request_ctx& ctx, std::string_view what);
+// DescribeUserScramCredentials / AlterUserScramCredentials (APIs 50, 51): handlers/scram_users.cpp.
+kafka::DescribeUserScramCredentialsResponse describe_user_scram_credentials(
+    const shard& sh, const kafka::DescribeUserScramCredentialsRequest& req);
+runtime::task<kafka::AlterUserScramCredentialsResponse> alter_user_scram_credentials(
+    shard& sh, kafka::AlterUserScramCredentialsRequest req);
 
 runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffsetsRequest req);
 runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataRequest req);

@@ -25,12 +25,18 @@ std::int64_t steady_ns(runtime::time_point t) { return t.time_since_epoch().coun
 cluster::member self_member(const broker_config& cfg) {
     cluster::member m;
     m.id = cfg.node_id;
-    const std::string& adv = cfg.advertised_addr.empty() ? cfg.kafka_addr : cfg.advertised_addr;
+    const auto first = cfg.effective_listeners().front();
+    const std::string adv = first.advertised.empty() ? first.addr : first.advertised;
     const auto colon = adv.rfind(':');
     m.host = adv.substr(0, colon);
     if (m.host.size() >= 2 && m.host.front() == '[' && m.host.back() == ']') m.host = m.host.substr(1, m.host.size() - 2);
     m.port = static_cast<std::int32_t>(std::stoi(adv.substr(colon + 1)));
     m.rack = cfg.rack;
+    if (!cfg.listeners.empty()) {
+        for (const auto& l : cfg.listeners) {
+            m.listeners[std::string(l.name())] = l.advertised.empty() ? l.addr : l.advertised;
+        }
+    }
     return m;
 }
 

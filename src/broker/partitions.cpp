@@ -332,7 +332,6 @@ runtime::task<admin_outcome> store_topic(shard& sh0, topic_info t) {
 }
 } // namespace
 
-namespace {
 // Cluster mode: a catalog change holds etcd's catalog lock and starts from the stored catalog
 // (another broker may have changed it); when it is done the catalog key is bumped so every
 // broker reloads within a watch round trip.
@@ -361,7 +360,6 @@ runtime::task<void> cluster_catalog_end(shard& sh0, bool changed) {
     }
     co_await node.unlock(node.key_names().catalog_lock());
 }
-} // namespace
 
 namespace {
 // What CreateTopics and AlterConfigs accept: what Kafka's LogConfig.validate accepts

@@ -19,6 +19,7 @@
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
 #include <skiff/s3/client.hpp>
+#include <skiff/sasl/credential.hpp>
 #include <skiff/storage/cache_budget.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/io_budget.hpp>
@@ -71,6 +72,8 @@ struct cluster_runtime;
 // Shared by all cores; immutable after start-up except where noted.
 struct broker_shared {
     broker_config cfg;
+    // cfg.effective_listeners(), fixed for the life of the broker (connections point at them).
+    std::vector<listener_config> listeners;
     unsigned cores = 1;
     std::vector<shard*> shards;      // shard i is only touched on core i
     storage::global_io_cap io_cap{256};
@@ -142,7 +145,7 @@ struct shard {
     std::int64_t next_producer_id = 0;
     std::int64_t producer_id_limit = 0;
 
-    std::optional<runtime::tcp_listener> listener;
+    std::vector<runtime::tcp_listener> listeners; // one per broker_shared::listeners, same order
     runtime::semaphore done{0, "core-done"}; // core 0 releases the other cores at exit
 
     // Counters for the metrics endpoint (registered at start).
@@ -161,6 +164,11 @@ struct shard {
     metrics::counter throttle_ms[2];       // the throttle time they asked for
     metrics::counter admission_throttled;  // produce answers that waited for room
     metrics::counter unserved_requests[2]; // requests of an API / a version not served (closed)
+    // SASL (handlers/sasl.cpp): authentications by mechanism (PLAIN, SCRAM-SHA-256,
+    // SCRAM-SHA-512) and outcome (success, failure); connections closed for a SASL reason
+    // (a request before authentication, an expired session, an illegal state).
+    metrics::counter sasl_authentications[3][2];
+    metrics::counter sasl_closed[3];
     std::vector<metrics::registration> registrations;
 };
 
@@ -226,6 +234,21 @@ struct quota_change {
 // and installs them on every core; in cluster mode under the catalog lock, announced like a
 // catalog change. KAFKA_STORAGE_ERROR when the PUT fails; validate_only stores nothing.
 runtime::task<admin_outcome> change_client_quotas(shard& sh0, std::vector<quota_change> changes, bool validate_only);
+// Cluster mode, core 0, under catalog_lock: a catalog change takes etcd's catalog lock and
+// installs the stored catalog (another broker may have changed it) ...
+runtime::task<admin_outcome> cluster_catalog_begin(shard& sh0);
+// ... and ends by announcing the change (when `changed`) and releasing the lock.
+runtime::task<void> cluster_catalog_end(shard& sh0, bool changed);
+// One change of a user's SCRAM credentials (AlterUserScramCredentials, already validated):
+// set the credential of (user, mechanism), or remove it (nullopt).
+struct scram_change {
+    std::string user;
+    sasl::scram_mechanism mechanism = sasl::scram_mechanism::sha_512;
+    std::optional<sasl::scram_credential> credential;
+};
+// Applies `changes` to the stored users (users.json, one PUT) and installs them on every core,
+// like change_client_quotas. KAFKA_STORAGE_ERROR when the PUT fails.
+runtime::task<admin_outcome> change_scram_users(shard& sh0, std::vector<scram_change> changes);
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 

@@ -49,9 +49,17 @@ result<checks_passed, std::string> run_checks(const serve_options& o, const brok
         if (!o.config_path.empty()) from += fmt::format(", {} from {}", file, o.config_path);
         line("settings", "valid and consistent (" + from + ")");
     }
-    auto kafka = check_port(cfg.kafka_addr, "kafka-addr");
-    if (!kafka) return failure{kafka.error()};
-    line("kafka-addr", *kafka);
+    if (cfg.listeners.empty()) {
+        auto kafka = check_port(cfg.kafka_addr, "kafka-addr");
+        if (!kafka) return failure{kafka.error()};
+        line("kafka-addr", *kafka);
+    } else {
+        for (const auto& l : cfg.listeners) {
+            auto port = check_port(l.addr, "listeners");
+            if (!port) return failure{port.error()};
+            line(std::string(l.name()).c_str(), *port);
+        }
+    }
     if (!cfg.http_addr.empty()) {
         auto http = check_port(cfg.http_addr, "http-addr");
         if (!http) return failure{http.error()};

@@ -33,6 +33,22 @@ const serve_flag flags[] = {
     {"kafka-addr", value_kind::text, "HOST:PORT", "Kafka listener", [](const cfg_t& c) { return c.kafka_addr; }},
     {"advertised-addr", value_kind::text, "HOST:PORT",
      "address put in Metadata (default: the address each client connected to)"},
+    {"listeners", value_kind::text, "PROTO://HOST:PORT,...",
+     "Kafka listeners with their security protocol (PLAINTEXT, SASL_PLAINTEXT; replaces --kafka-addr; docs/sasl.md)"},
+    {"advertised-listeners", value_kind::text, "PROTO://HOST:PORT,...",
+     "address put in Metadata for each listener (default: the address each client connected to)"},
+    {"sasl-mechanisms", value_kind::text, "LIST", "SASL mechanisms SASL listeners offer",
+     [](const cfg_t& c) {
+         std::string out;
+         for (const auto& m : c.sasl_mechanisms) out += (out.empty() ? "" : ",") + m;
+         return out;
+     }},
+    {"max-reauth-ms", value_kind::number, "MS",
+     "SASL session lifetime: clients re-authenticate within it or are disconnected (0: sessions never expire; "
+     "Kafka's connections.max.reauth.ms)",
+     [](const cfg_t& c) { return ms(c.max_reauth); }},
+    {"failed-auth-delay-ms", value_kind::number, "MS", "a failed SASL authentication is answered this late",
+     [](const cfg_t& c) { return ms(c.failed_auth_delay); }},
     {"http-addr", value_kind::text, "HOST:PORT", "metrics/traces/health endpoint (\"off\" disables)",
      [](const cfg_t& c) { return c.http_addr; }},
     {"data-dir", value_kind::text, "DIR", "local directory store, the embedded default",
@@ -286,6 +302,37 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
     if (auto* v = text("client-quotas")) {
         if (auto e = broker::parse_client_quotas(*v, cfg.quotas); !e.empty()) return failure{"--client-quotas: " + e};
     }
+    if (auto* v = text("listeners")) {
+        auto ls = broker::parse_listeners(*v);
+        if (!ls) return failure{ls.error()};
+        cfg.listeners = std::move(*ls);
+    }
+    if (auto* v = text("advertised-listeners")) {
+        if (cfg.listeners.empty()) return failure{std::string("--advertised-listeners needs --listeners")};
+        if (auto r = broker::apply_advertised_listeners(cfg.listeners, *v); !r) return failure{r.error()};
+    }
+    if (auto* v = text("sasl-mechanisms")) {
+        cfg.sasl_mechanisms.clear();
+        std::string_view rest = *v;
+        while (!rest.empty()) {
+            auto comma = rest.find(',');
+            std::string m(rest.substr(0, comma));
+            std::transform(m.begin(), m.end(), m.begin(), [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+            if (m != "PLAIN" && m != "SCRAM-SHA-256" && m != "SCRAM-SHA-512") {
+                return failure{"--sasl-mechanisms: unknown mechanism '" + m + "' (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"};
+            }
+            if (std::find(cfg.sasl_mechanisms.begin(), cfg.sasl_mechanisms.end(), m) == cfg.sasl_mechanisms.end()) {
+                cfg.sasl_mechanisms.push_back(m);
+            }
+            if (comma == std::string_view::npos) break;
+            rest.remove_prefix(comma + 1);
+        }
+        if (cfg.sasl_mechanisms.empty()) return failure{std::string("--sasl-mechanisms is empty")};
+    }
+    if (auto e = number(s, "max-reauth-ms", 0, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.has("max-reauth-ms")) cfg.max_reauth = std::chrono::milliseconds(n);
+    if (auto e = number(s, "failed-auth-delay-ms", 0, 60000, n)) return failure{*e};
+    if (s.has("failed-auth-delay-ms")) cfg.failed_auth_delay = std::chrono::milliseconds(n);
     if (auto e = number(s, "flush-interval-ms", 1, 3600000, n)) return failure{*e};
     if (s.has("flush-interval-ms")) cfg.log.max_age = std::chrono::milliseconds(n);
     if (auto e = number(s, "segment-bytes", 1024, 1 << 30, n)) return failure{*e};
@@ -405,15 +452,39 @@ std::optional<std::string> raw_contradiction(const serve_options& o) {
 // These need the parsed values.
 std::optional<std::string> contradiction(const serve_options& o, const broker::broker_config& cfg) {
     auto named = [&](const char* name) { return "--" + std::string(name) + origin(o, name); };
+    if (!cfg.listeners.empty() && (o.values.count("kafka-addr") || o.values.count("advertised-addr"))) {
+        return fmt::format("{} replaces --kafka-addr and --advertised-addr; give one or the other",
+                           named("listeners"));
+    }
     if (cfg.clustered()) {
         // Other brokers send clients here: the address must be one they can reach.
-        const std::string& adv = cfg.advertised_addr.empty() ? cfg.kafka_addr : cfg.advertised_addr;
-        if (wildcard_host(adv)) {
-            return std::string("cluster mode needs --advertised-addr (or a --kafka-addr with a host other brokers' "
-                               "clients can reach)");
+        for (const auto& l : cfg.effective_listeners()) {
+            const std::string& adv = l.advertised.empty() ? l.addr : l.advertised;
+            if (!wildcard_host(adv)) continue;
+            if (cfg.listeners.empty()) {
+                return std::string("cluster mode needs --advertised-addr (or a --kafka-addr with a host other "
+                                   "brokers' clients can reach)");
+            }
+            return "cluster mode needs --advertised-listeners for " + std::string(l.name()) +
+                   " (or a listener host other brokers' clients can reach)";
         }
     }
-    if (!cfg.http_addr.empty()) {
+    for (const auto& l : cfg.effective_listeners()) {
+        if (broker::uses_tls(l.protocol)) {
+            return "the " + std::string(l.name()) + " listener needs TLS, which this build does not serve yet";
+        }
+    }
+    for (const auto& l : cfg.listeners) {
+        if (cfg.http_addr.empty()) break;
+        auto k = runtime::socket_address::parse(l.addr);
+        auto h = runtime::socket_address::parse(cfg.http_addr);
+        if (k && h && k->port() != 0 && k->port() == h->port() &&
+            (host_of(l.addr) == host_of(cfg.http_addr) || wildcard_host(l.addr) || wildcard_host(cfg.http_addr))) {
+            return fmt::format("the {} listener ({}) and {} ({}) are the same port; give them different ports",
+                               l.name(), l.addr, named("http-addr"), cfg.http_addr);
+        }
+    }
+    if (cfg.listeners.empty() && !cfg.http_addr.empty()) {
         auto k = runtime::socket_address::parse(cfg.kafka_addr);
         auto h = runtime::socket_address::parse(cfg.http_addr);
         if (k && h && k->port() != 0 && k->port() == h->port() &&

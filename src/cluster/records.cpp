@@ -40,6 +40,7 @@ bool read(const json& j, const char* field, T& out) {
 std::string encode(const member& m) {
     json j = {{"id", m.id}, {"host", m.host}, {"port", m.port}};
     if (!m.rack.empty()) j["rack"] = m.rack;
+    if (!m.listeners.empty()) j["listeners"] = m.listeners;
     return j.dump();
 }
 std::string encode(const owner& o) { return json{{"broker", o.broker}, {"epoch", o.epoch}}.dump(); }
@@ -56,6 +57,13 @@ result<member, std::string> decode_member(std::string_view s) {
         return failure{std::string("member record lacks a valid id, host or port")};
     }
     if (j->contains("rack") && !read(*j, "rack", m.rack)) return failure{std::string("member rack is not a string")};
+    if (auto it = j->find("listeners"); it != j->end()) {
+        if (!it->is_object()) return failure{std::string("member listeners is not an object")};
+        for (const auto& [name, addr] : it->items()) {
+            if (!addr.is_string()) return failure{"member listener " + name + " is not a string"};
+            m.listeners[name] = addr.get<std::string>();
+        }
+    }
     return m;
 }
 

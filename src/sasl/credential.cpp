@@ -55,6 +55,24 @@ result<scram_credential> make_scram_credential(scram_mechanism m, std::string_vi
     return make_scram_credential(m, password, detail::random_bytes(default_salt_bytes), iterations);
 }
 
+result<std::string> salt_password(scram_mechanism m, std::string_view password, std::string_view salt,
+                                  int iterations) {
+    if (password.empty() || salt.empty() || salt.size() > max_salt_bytes || iterations < min_iterations ||
+        iterations > max_iterations)
+        return errc::invalid_credential;
+    return detail::pbkdf2(m, password, salt, iterations);
+}
+
+std::string random_salt() { return detail::random_bytes(default_salt_bytes); }
+
+result<scram_credential> scram_credential_from_salted(scram_mechanism m, std::string_view salted_password,
+                                                      std::string_view salt, int iterations) {
+    if (salted_password.size() != hash_size(m) || salt.empty() || salt.size() > max_salt_bytes ||
+        iterations < min_iterations || iterations > max_iterations)
+        return errc::invalid_credential;
+    return detail::credential_from_salted(m, std::string(salt), iterations, salted_password);
+}
+
 std::string describe(const scram_credential& c) {
     return fmt::format("{}, {} iterations, salt of {} bytes, keys <redacted>", mechanism_name(c.mechanism),
                        c.iterations,

@@ -279,7 +279,11 @@ result<std::string> scram_server::on_client_final(std::string_view msg) {
     const client_final& fin = *parsed;
     // c= must carry the gs2 header of the client-first ("biws" for "n,,"): RFC 5802 §7.
     if (fin.channel_binding != _first.gs2_header) return fail(errc::malformed);
-    if (fin.nonce != _nonce) return fail(errc::malformed);
+    // Kafka's ScramSaslServer accepts a final nonce that ends with the combined one
+    // (clientFinalMessage.nonce().endsWith(serverFirstMessage.nonce())), and librdkafka up to
+    // at least 2.0.2 relies on it: it sends its c-nonce again in front. The AuthMessage below
+    // uses the nonce as sent, so the proof still binds exactly what the client signed.
+    if (!std::string_view(fin.nonce).ends_with(_nonce)) return fail(errc::malformed);
     const auto m = _opts.mechanism;
     if (fin.proof.size() != hash_size(m)) return fail(errc::malformed);
 

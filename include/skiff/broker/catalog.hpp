@@ -7,6 +7,7 @@
 #pragma once
 
 #include <skiff/broker/client_quotas.hpp>
+#include <skiff/broker/scram_users.hpp>
 #include <skiff/core/result.hpp>
 #include <skiff/kafka/protocol.hpp>
 #include <skiff/runtime/task.hpp>
@@ -35,6 +36,8 @@ struct catalog {
     // Client quotas set through the Kafka API ({ns}/skiff~meta/quotas.json), shared between
     // snapshots that did not change them.
     std::shared_ptr<const client_quota_table> quotas = std::make_shared<const client_quota_table>();
+    // SCRAM users ({ns}/skiff~meta/users.json), likewise shared.
+    std::shared_ptr<const scram_user_table> users = std::make_shared<const scram_user_table>();
     std::uint64_t version = 0; // bumped on every change
 
     const topic_info* find(std::string_view name) const noexcept {

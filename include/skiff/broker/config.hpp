@@ -3,6 +3,7 @@
 #pragma once
 
 #include <skiff/s3/client.hpp>
+#include <skiff/broker/listener.hpp>
 #include <skiff/broker/quota.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/partition_log.hpp>
@@ -21,6 +22,24 @@ struct broker_config {
     // host:port put in Metadata. Empty: the address the client connected to, so a broker on
     // 0.0.0.0 is reachable under whatever address each client used.
     std::string advertised_addr;
+    // Several listeners, each with its security protocol (listener.hpp). Empty: one PLAINTEXT
+    // listener on kafka_addr, advertised as advertised_addr. effective_listeners() says which.
+    std::vector<listener_config> listeners;
+    std::vector<listener_config> effective_listeners() const {
+        if (!listeners.empty()) return listeners;
+        listener_config l;
+        l.addr = kafka_addr;
+        l.advertised = advertised_addr;
+        return {l};
+    }
+    // SASL (docs/sasl.md): the mechanisms SASL listeners offer, in the order SaslHandshake lists
+    // them; Kafka's connections.max.reauth.ms (0: sessions never expire; else SaslAuthenticate
+    // tells the client, KIP-368, and a connection that has not re-authenticated by then is
+    // closed at its next request); connections.failed.authentication.delay.ms (a failed
+    // authentication is answered this late, which slows password guessing).
+    std::vector<std::string> sasl_mechanisms{"SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"};
+    std::chrono::milliseconds max_reauth{0};
+    std::chrono::milliseconds failed_auth_delay{100};
     std::string http_addr = "127.0.0.1:9644"; // empty: no observability endpoint
     unsigned cores = 0;                         // 0: every core of the machine
 

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,10 @@ struct member {
     std::string host;
     std::int32_t port = 0;
     std::string rack; // empty: none
+    // Every listener's advertised host:port by name ("SASL_PLAINTEXT"), so a client is sent to
+    // the same kind of listener it came in on; host/port are the first listener's. Empty for
+    // brokers of before listeners (then host/port serve every listener).
+    std::map<std::string, std::string> listeners;
 };
 
 // Who owns a partition (or a group slot), since which leader epoch.

@@ -71,6 +71,21 @@ result<scram_credential> make_scram_credential(scram_mechanism m, std::string_vi
 result<scram_credential> make_scram_credential(scram_mechanism m, std::string_view password, std::string_view salt,
                                                int iterations);
 
+// Hi(password, salt, iterations) (RFC 5802 §2.2): what a client sends in
+// AlterUserScramCredentials. invalid_credential as for make_scram_credential. A secret: the
+// caller wipes it (wipe_buffer) once sent.
+result<std::string> salt_password(scram_mechanism m, std::string_view password, std::string_view salt,
+                                  int iterations);
+// Random salt bytes (RAND_bytes), default_salt_bytes of them.
+std::string random_salt();
+
+// From an already salted password (Hi(password, salt, i)), as AlterUserScramCredentials
+// carries it: the client salts and iterates, so the password never reaches the broker. Refuses
+// (invalid_credential) a salted password of the wrong size for the mechanism, an empty or
+// oversized salt, iterations outside Kafka's bounds.
+result<scram_credential> scram_credential_from_salted(scram_mechanism m, std::string_view salted_password,
+                                                      std::string_view salt, int iterations);
+
 // Whether c is usable: iterations within bounds, salt 1..max_salt_bytes, keys of hash_size.
 bool valid(const scram_credential& c) noexcept;
 

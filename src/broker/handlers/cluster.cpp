@@ -20,8 +20,9 @@ std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeCluste
         for (auto& [id, m] : ctx.sh.cview->members) {
             kafka::DescribeClusterResponse::DescribeClusterBroker b;
             b.broker_id = id;
-            b.host = m.host;
-            b.port = m.port;
+            auto [mhost, mport] = member_endpoint(m, ctx);
+            b.host = std::move(mhost);
+            b.port = mport;
             if (!m.rack.empty()) b.rack = m.rack;
             r.brokers.push_back(std::move(b));
         }
@@ -70,8 +71,9 @@ kafka::FindCoordinatorResponse::Coordinator coordinator_of(const request_ctx& ct
         return answer;
     }
     answer.node_id = m->id;
-    answer.host = m->host;
-    answer.port = m->port;
+    auto [mhost, mport] = member_endpoint(*m, ctx);
+    answer.host = std::move(mhost);
+    answer.port = mport;
     return answer;
 }
 } // namespace

@@ -5,6 +5,7 @@
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/broker/quota.hpp>
 #include <skiff/runtime/reactor.hpp>
+#include <skiff/sasl/plain.hpp>
 
 #include <fmt/format.h>
 
@@ -24,7 +25,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 33> apis{{
+constexpr std::array<served_api, 37> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -58,6 +59,10 @@ constexpr std::array<served_api, 33> apis{{
     {api_key::describe_client_quotas, 0, 1},
     {api_key::alter_client_quotas, 0, 1},
     {api_key::describe_producers, 0, 0},
+    {api_key::sasl_handshake, 0, 1},
+    {api_key::sasl_authenticate, 0, 2},
+    {api_key::describe_user_scram_credentials, 0, 0},
+    {api_key::alter_user_scram_credentials, 0, 0},
 }};
 
 const served_api* find_served(std::int16_t key) {
@@ -111,15 +116,27 @@ std::string api_versions(const request_ctx& ctx, bool unsupported) {
 
 std::span<const served_api> served_apis() noexcept { return apis; }
 
+namespace {
+std::pair<std::string, std::int32_t> split_host_port(const std::string& adv) {
+    auto colon = adv.rfind(':');
+    std::string host = adv.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return {host, static_cast<std::int32_t>(std::stoi(adv.substr(colon + 1)))};
+}
+} // namespace
+
 std::pair<std::string, std::int32_t> advertised(const request_ctx& ctx) {
-    const auto& adv = ctx.sh.cfg().advertised_addr;
-    if (!adv.empty()) {
-        auto colon = adv.rfind(':');
-        std::string host = adv.substr(0, colon);
-        if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-        return {host, static_cast<std::int32_t>(std::stoi(adv.substr(colon + 1)))};
-    }
+    const std::string& adv = ctx.ci.listener ? ctx.ci.listener->advertised : ctx.sh.cfg().advertised_addr;
+    if (!adv.empty()) return split_host_port(adv);
     return {ctx.ci.local_host.empty() ? std::string("127.0.0.1") : ctx.ci.local_host, ctx.ci.local_port};
+}
+
+std::pair<std::string, std::int32_t> member_endpoint(const cluster::member& m, const request_ctx& ctx) {
+    if (ctx.ci.listener) {
+        auto it = m.listeners.find(std::string(ctx.ci.listener->name()));
+        if (it != m.listeners.end() && it->second.rfind(':') != std::string::npos) return split_host_port(it->second);
+    }
+    return {m.host, m.port};
 }
 
 // Quotas (docs/quotas.md): counts a produce's or a fetch's bytes against the client id's rate.
@@ -145,12 +162,38 @@ std::int32_t charge_quota(const request_ctx& ctx, quota_kind k, std::size_t byte
 
 runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame,
                                                          std::size_t at) {
+    if (ci.needs_sasl() && ci.sasl.state == sasl_session::phase::raw_token) {
+        // After SaslHandshake v0 the client sends bare size-prefixed tokens, no request header.
+        auto out = co_await handle_raw_sasl_token(sh, ci, std::string_view(frame).substr(at));
+        sasl::wipe_buffer(frame.data(), frame.size());
+        co_return out;
+    }
     auto hdr = kafka::parse_request_header(std::span<const char>(frame).subspan(at));
     if (!hdr) throw connection_error("malformed request header: " + hdr.error().message);
     const std::int16_t key = hdr->header.request_api_key;
     const std::int16_t version = hdr->header.request_api_version;
     request_ctx ctx{sh, ci, version, hdr->header.correlation_id, hdr->header.client_id.value_or("")};
     const served_api* api = find_served(key);
+    if (ci.needs_sasl()) {
+        // Kafka's SaslServerAuthenticator: before authentication only ApiVersions and the SASL
+        // requests; a session past its lifetime (KIP-368) only re-authentication. Anything else
+        // closes the connection unanswered.
+        const bool sasl_api = key == static_cast<std::int16_t>(api_key::sasl_handshake) ||
+                              key == static_cast<std::int16_t>(api_key::sasl_authenticate);
+        const kafka::api_info* codec = kafka::find_api(key);
+        if (!ci.sasl.authenticated() && !sasl_api && key != static_cast<std::int16_t>(api_key::api_versions)) {
+            sh.sasl_closed[0].inc();
+            throw unserved_request(fmt::format("{} (key {}) before SASL authentication, from client id '{}'",
+                                               codec ? codec->name : "unknown API", key, ctx.client_id));
+        }
+        if (ci.sasl.authenticated() && ci.sasl.expires && runtime::reactor::local().now() >= *ci.sasl.expires &&
+            !sasl_api) {
+            sh.sasl_closed[1].inc();
+            throw unserved_request(fmt::format("the SASL session of User:{} expired (--max-reauth-ms) without "
+                                               "re-authentication",
+                                               ci.sasl.user));
+        }
+    }
     if (key == static_cast<std::int16_t>(api_key::api_versions)) {
         if (!api || version < api->min_version || version > api->max_version) co_return api_versions(ctx, true);
         (void)decode_body<kafka::ApiVersionsRequest>(hdr->body, version);
@@ -253,6 +296,25 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::describe_producers: {
         auto req = decode_body<kafka::DescribeProducersRequest>(body, version);
         auto r = co_await describe_producers(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::sasl_handshake:
+        co_return handle_sasl_handshake(ctx, decode_body<kafka::SaslHandshakeRequest>(body, version));
+    case api_key::sasl_authenticate: {
+        auto req = decode_body<kafka::SaslAuthenticateRequest>(body, version);
+        // The request carried a password (PLAIN) or a proof: no copy outlives its use.
+        sasl::wipe_buffer(frame.data(), frame.size());
+        co_return co_await handle_sasl_authenticate(ctx, std::move(req));
+    }
+    case api_key::describe_user_scram_credentials: {
+        auto req = decode_body<kafka::DescribeUserScramCredentialsRequest>(body, version);
+        auto r = describe_user_scram_credentials(sh, req);
+        co_return respond(r, ctx);
+    }
+    case api_key::alter_user_scram_credentials: {
+        auto req = decode_body<kafka::AlterUserScramCredentialsRequest>(body, version);
+        sasl::wipe_buffer(frame.data(), frame.size());
+        auto r = co_await alter_user_scram_credentials(sh, std::move(req));
         co_return respond(r, ctx);
     }
     case api_key::describe_configs:

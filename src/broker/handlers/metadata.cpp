@@ -51,8 +51,9 @@ runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataReque
         for (auto& [id, m] : ctx.sh.cview->members) {
             kafka::MetadataResponse::MetadataResponseBroker b;
             b.node_id = id;
-            b.host = m.host;
-            b.port = m.port;
+            auto [mhost, mport] = member_endpoint(m, ctx);
+            b.host = std::move(mhost);
+            b.port = mport;
             if (!m.rack.empty()) b.rack = m.rack;
             r.brokers.push_back(std::move(b));
         }

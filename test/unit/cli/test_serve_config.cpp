@@ -56,6 +56,9 @@ const std::map<std::string, std::string> sample_values = {
     {"kafka-addr", "\"127.0.0.1:19092\""},
     {"advertised-addr", "\"broker.example:19092\""},
     {"http-addr", "\"127.0.0.1:19644\""},
+    {"sasl-mechanisms", "\"SCRAM-SHA-256,PLAIN\""},
+    {"max-reauth-ms", "60000"},
+    {"failed-auth-delay-ms", "50"},
     {"data-dir", "\"/var/lib/skiff\""},
     {"namespace", "\"prod\""},
     {"upload-mode", "\"sequential\""},
@@ -108,6 +111,8 @@ std::string line_of(const std::string& out, const std::string& key) {
 
 // Keep the S3 store's keys apart: they contradict data-dir.
 bool s3_key(const std::string& k) { return k.starts_with("s3-"); }
+// --listeners replaces --kafka-addr: the two cannot be in one file (their own test below).
+bool listener_key(const std::string& k) { return k == "listeners" || k == "advertised-listeners"; }
 
 } // namespace
 
@@ -239,7 +244,7 @@ TEST_CASE("a config file with every key, and --print-config's output read back a
     std::string local, s3 = "s3-bucket = \"bucket/prefix\"\n";
     for (auto& f : serve_flags()) {
         const std::string name = f.name;
-        if (s3_key(name)) continue;
+        if (s3_key(name) || listener_key(name)) continue;
         INFO("no sample value for key " << name);
         REQUIRE(sample_values.count(name) == 1);
         local += name + " = " + sample_values.at(name) + "\n";
@@ -250,7 +255,7 @@ TEST_CASE("a config file with every key, and --print-config's output read back a
     auto o = parse_serve_options({"--config", path}, no_env);
     REQUIRE(o);
     for (auto& f : serve_flags()) {
-        if (s3_key(f.name)) continue;
+        if (s3_key(f.name) || listener_key(f.name)) continue;
         INFO(f.name);
         REQUIRE(o->values.count(f.name) == 1);
         CHECK(o->values.at(f.name).source == value_source::file);
@@ -402,4 +407,45 @@ TEST_CASE("a port in use is refused, a free one passes", "[cli][serve_checks]") 
     auto free_now = check_port(addr, "kafka-addr");
     CHECK(free_now);
     CHECK(check_port("127.0.0.1:0", "http-addr"));
+}
+
+TEST_CASE("listeners: protocols, advertised addresses, and what is refused", "[cli][serve_config]") {
+    auto o = parse_serve_options({"--listeners", "PLAINTEXT://127.0.0.1:19092, sasl_plaintext://:19093",
+                                  "--advertised-listeners", "SASL_PLAINTEXT://broker1.example:9093",
+                                  "--sasl-mechanisms", "scram-sha-512", "--max-reauth-ms", "60000"},
+                                 no_env);
+    REQUIRE(o);
+    auto cfg = make_broker_config(*o);
+    INFO((cfg ? std::string() : cfg.error()));
+    REQUIRE(cfg);
+    REQUIRE(cfg->listeners.size() == 2);
+    CHECK(cfg->listeners[0].protocol == skiff::broker::security_protocol::plaintext);
+    CHECK(cfg->listeners[0].addr == "127.0.0.1:19092");
+    CHECK(cfg->listeners[0].advertised.empty());
+    CHECK(cfg->listeners[1].protocol == skiff::broker::security_protocol::sasl_plaintext);
+    CHECK(cfg->listeners[1].addr == "0.0.0.0:19093");
+    CHECK(cfg->listeners[1].advertised == "broker1.example:9093");
+    CHECK(cfg->sasl_mechanisms == std::vector<std::string>{"SCRAM-SHA-512"});
+    CHECK(cfg->max_reauth == std::chrono::milliseconds(60000));
+    // Without --listeners: one PLAINTEXT listener on --kafka-addr, as before.
+    auto plain = make_broker_config(*parse_serve_options({"--kafka-addr", "127.0.0.1:9999"}, no_env));
+    REQUIRE(plain);
+    REQUIRE(plain->effective_listeners().size() == 1);
+    CHECK(plain->effective_listeners()[0].addr == "127.0.0.1:9999");
+
+    CHECK(error_of({"--listeners", "KERBEROS://127.0.0.1:1"}).find("unknown security protocol 'KERBEROS'") !=
+          std::string::npos);
+    CHECK(error_of({"--listeners", "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"}).find("PLAINTEXT twice") !=
+          std::string::npos);
+    CHECK(error_of({"--listeners", "PLAINTEXT://nowhere"}).find("--listeners") != std::string::npos);
+    CHECK(error_of({"--listeners", "PLAINTEXT://127.0.0.1:1", "--kafka-addr", "127.0.0.1:2"})
+              .find("replaces --kafka-addr") != std::string::npos);
+    CHECK(error_of({"--listeners", "PLAINTEXT://127.0.0.1:1", "--advertised-listeners",
+                    "SASL_PLAINTEXT://b.example:2"})
+              .find("not in --listeners") != std::string::npos);
+    CHECK(error_of({"--advertised-listeners", "PLAINTEXT://b.example:2"}).find("needs --listeners") !=
+          std::string::npos);
+    CHECK(error_of({"--sasl-mechanisms", "GSSAPI"}).find("unknown mechanism 'GSSAPI'") != std::string::npos);
+    CHECK(error_of({"--listeners", "SASL_PLAINTEXT://127.0.0.1:9100", "--http-addr", "127.0.0.1:9100"})
+              .find("the SASL_PLAINTEXT listener (127.0.0.1:9100) and --http-addr") != std::string::npos);
 }

@@ -51,6 +51,21 @@ TEST_CASE("derivation matches RFC 5802 written out by hand (SHA-512)", "[sasl][c
     CHECK(valid(c));
 }
 
+TEST_CASE("a credential from a salted password equals the one from the password", "[sasl][credential]") {
+    // AlterUserScramCredentials carries Hi(password, salt, i), never the password.
+    const std::string salt = "fedcba9876543210";
+    const std::string salted = hi512("hunter2", salt, 4096);
+    auto from_salted = scram_credential_from_salted(scram_mechanism::sha_512, salted, salt, 4096).value();
+    auto from_password = make_scram_credential(scram_mechanism::sha_512, "hunter2", salt, 4096).value();
+    CHECK(from_salted == from_password);
+    // A SHA-256 credential needs 32 bytes, not 64; bounds as for passwords.
+    CHECK(scram_credential_from_salted(scram_mechanism::sha_256, salted, salt, 4096).error() ==
+          errc::invalid_credential);
+    CHECK(scram_credential_from_salted(scram_mechanism::sha_512, salted, "", 4096).error() == errc::invalid_credential);
+    CHECK(scram_credential_from_salted(scram_mechanism::sha_512, salted, salt, 100).error() ==
+          errc::invalid_credential);
+}
+
 TEST_CASE("iteration bounds are Kafka's", "[sasl][credential]") {
     CHECK(make_scram_credential(scram_mechanism::sha_256, "pw", 4095).error() == errc::invalid_credential);
     CHECK(make_scram_credential(scram_mechanism::sha_256, "pw", 16385).error() == errc::invalid_credential);

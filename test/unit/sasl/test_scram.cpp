@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <map>
 
 using namespace skiff;
@@ -255,7 +258,6 @@ TEST_CASE("malformed client-final messages", "[sasl][scram]") {
         "c=biwsYT11c2VyLA==,r=" + nonce + "," + proof,            // "n,,a=user," binding
         "c=biws,r=rOprNGfwEbeRWgbNEkqO," + proof,                 // client nonce only
         "c=biws,r=" + nonce + "x," + proof,                       // nonce with a tail
-        "c=biws,r=x" + nonce + "," + proof,                       // nonce with a head
         "c=biws,r=" + nonce + ",p=" + base64_encode(std::string(31, 'x')), // proof too short
         "c=biws,r=" + nonce + ",p=" + base64_encode(std::string(64, 'x')), // proof too long
     };
@@ -267,6 +269,15 @@ TEST_CASE("malformed client-final messages", "[sasl][scram]") {
         REQUIRE_FALSE(r);
         CHECK(r.error() == errc::malformed);
         CHECK(s.current_state() == scram_server::state::failed);
+    }
+    {
+        // A head before the nonce passes the nonce check (Kafka's endsWith; librdkafka needs it)
+        // and fails on the proof, which then does not match: never an authentication.
+        scram_server s(options_for(scram_mechanism::sha_256, {{"user", rfc7677_credential()}}, rfc_snonce));
+        REQUIRE(s.step("n,,n=user,r=rOprNGfwEbeRWgbNEkqO"));
+        auto r = s.step("c=biws,r=x" + nonce + "," + proof);
+        REQUIRE_FALSE(r);
+        CHECK(r.error() == errc::bad_proof);
     }
     for (const auto& m : bad) {
         scram_server s(options_for(scram_mechanism::sha_256, {{"user", rfc7677_credential()}}, rfc_snonce));
@@ -306,4 +317,52 @@ TEST_CASE("authzid equal to the user: c= carries \"n,a=user,\"", "[sasl][scram]"
     REQUIRE(fin);
     CHECK(*fin == "v=uAF2QtZDv1xCE7gC0PJi3aKP58v+oOYX5esuhOMV7gE=");
     CHECK(s.username() == "user");
+}
+
+namespace {
+std::string sha256_hmac(const std::string& key, const std::string& data) {
+    unsigned char out[32];
+    unsigned int len = 0;
+    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+         data.size(), out, &len);
+    return std::string(reinterpret_cast<char*>(out), len);
+}
+// The client's proof for "pencil" over `auth` (RFC 5802 §3), computed here without the module.
+std::string pencil_proof(const std::string& auth) {
+    unsigned char salted[32];
+    const auto salt = base64_decode("W22ZaJ0SNY7soEsUEjb6gQ==").value();
+    PKCS5_PBKDF2_HMAC("pencil", 6, reinterpret_cast<const unsigned char*>(salt.data()), static_cast<int>(salt.size()),
+                      4096, EVP_sha256(), 32, salted);
+    const std::string client_key = sha256_hmac(std::string(reinterpret_cast<char*>(salted), 32), "Client Key");
+    unsigned char stored[32];
+    unsigned int len = 0;
+    EVP_Digest(client_key.data(), client_key.size(), stored, &len, EVP_sha256(), nullptr);
+    const std::string sig = sha256_hmac(std::string(reinterpret_cast<char*>(stored), len), auth);
+    std::string proof(32, '\0');
+    for (std::size_t i = 0; i < 32; ++i) proof[i] = static_cast<char>(client_key[i] ^ sig[i]);
+    return base64_encode(proof);
+}
+} // namespace
+
+TEST_CASE("a final nonce with the client nonce repeated in front is accepted, as Kafka accepts it", "[sasl][scram]") {
+    // librdkafka 2.0.2 sends r=<c-nonce><c-nonce><s-nonce> in its client-final; Kafka's
+    // ScramSaslServer checks endsWith(server nonce). Found with kcat against the broker.
+    const std::string cn = "rOprNGfwEbeRWgbNEkqO";
+    scram_server s(options_for(scram_mechanism::sha_256, {{"user", rfc7677_credential()}}, rfc_snonce));
+    auto first = s.step("n,,n=user,r=" + cn);
+    REQUIRE(first);
+    const std::string without_proof = "c=biws,r=" + cn + cn + rfc_snonce;
+    const std::string auth = "n=user,r=" + cn + "," + *first + "," + without_proof;
+    auto fin = s.step(without_proof + ",p=" + pencil_proof(auth));
+    REQUIRE(fin);
+    CHECK(s.complete());
+
+    // A nonce that does not end with the server's is still refused.
+    scram_server t(options_for(scram_mechanism::sha_256, {{"user", rfc7677_credential()}}, rfc_snonce));
+    auto tf = t.step("n,,n=user,r=" + cn);
+    REQUIRE(tf);
+    const std::string bad_wo = "c=biws,r=" + cn + rfc_snonce + "x";
+    auto bad = t.step(bad_wo + ",p=" + pencil_proof("n=user,r=" + cn + "," + *tf + "," + bad_wo));
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error() == errc::malformed);
 }
