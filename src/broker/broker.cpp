@@ -142,6 +142,13 @@ void register_metrics(shard& sh) {
                             metrics::labels{{"mechanism", mechanisms[m]}, {"outcome", outcomes[o]}});
         }
     }
+    const char* tls_reasons[2] = {"handshake_failed", "not_tls"};
+    for (int i = 0; i < 2; ++i) {
+        sh.tls_handshake_failures[i] = reg.counter("skiff_tls_handshake_failures_total",
+                                                   "TLS handshakes refused on SSL and SASL_SSL listeners (bad or "
+                                                   "missing certificates, no common version, plaintext, timeouts).",
+                                                   metrics::labels{{"reason", tls_reasons[i]}});
+    }
     const char* sasl_reasons[3] = {"unauthenticated_request", "session_expired", "illegal_state"};
     for (int i = 0; i < 3; ++i) {
         sh.sasl_closed[i] = reg.counter("skiff_sasl_closed_connections_total",
@@ -559,9 +566,6 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
             return failure{std::string(cfg.listeners.empty() ? "invalid --kafka-addr '" : "invalid --listeners '") +
                            l.addr + "': " + a.error()};
         }
-        if (uses_tls(l.protocol)) {
-            return failure{std::string("the ") + std::string(l.name()) + " listener needs TLS, which this build does not serve yet"};
-        }
     }
     if (!cfg.http_addr.empty()) {
         if (auto a = runtime::socket_address::parse(cfg.http_addr); !a) {
@@ -587,6 +591,14 @@ result<void, std::string> serve(broker_config cfg, std::stop_token stop, serve_h
     broker_shared shared;
     shared.cfg = std::move(cfg);
     shared.listeners = shared.cfg.effective_listeners();
+    if (shared.cfg.uses_tls()) {
+        if (!shared.cfg.tls_context) {
+            auto holder = tls::context_holder::create(shared.cfg.tls);
+            if (!holder) return failure{"TLS: " + holder.error().message};
+            shared.cfg.tls_context = std::move(*holder);
+        }
+        shared.tls = shared.cfg.tls_context;
+    }
     shared.put_rate = std::make_unique<storage::put_rate>(shared.cfg.max_puts_per_second);
     // Always: quotas may also arrive later through AlterClientQuotas. Unlimited kinds cost one
     // relaxed load per request.

@@ -7,6 +7,7 @@
 // first suspension, so two produce requests of one connection reach a partition's core in
 // the order they were sent (idempotent producers pipeline up to five).
 #include "connection.hpp"
+#include "conn_stream.hpp"
 #include "handlers.hpp"
 
 #include <skiff/core/log.hpp>
@@ -38,7 +39,7 @@ struct pending {
 
 struct conn_state {
     shard* sh = nullptr;
-    runtime::tcp_stream stream;
+    conn_stream stream;
     conn_info info;
     std::string peer;
     std::deque<std::shared_ptr<pending>> queue;
@@ -225,27 +226,59 @@ runtime::task<void> read_then_mark(conn_state* c) {
 
 } // namespace
 
-runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream stream, const listener_config* listener) {
+namespace {
+// SSL and SASL_SSL listeners: the TLS handshake, on this connection's own coroutine so a slow
+// or hostile client never holds up the accept loop. A client certificate names the principal
+// (SSL; on SASL_SSL the SASL user does). nullopt: refused, counted and logged without secrets.
+runtime::task<std::optional<conn_stream>> open_stream(shard& sh, runtime::tcp_stream sock,
+                                                      const listener_config* listener, conn_info& info,
+                                                      const std::string& peer) {
+    if (!listener || !uses_tls(listener->protocol)) co_return conn_stream(std::move(sock));
+    auto ctx = sh.shared->tls->current();
+    auto st = sh.stop.get_token();
+    auto s = co_await tls::stream::accept(std::move(ctx), std::move(sock), st, sh.cfg().tls_handshake_timeout);
+    if (!s) {
+        const auto code = s.error();
+        const bool not_tls = code == tls::errc::not_tls;
+        sh.tls_handshake_failures[not_tls ? 1 : 0].inc();
+        if (!runtime::is_cancelled(code)) {
+            log::warn("connection {} to the {} listener: TLS handshake failed: {}", peer, listener->name(),
+                      code.message());
+        }
+        co_return std::nullopt;
+    }
+    if (const auto& p = s->peer_principal()) info.principal = "User:" + *p;
+    log::debug("connection {}: {} {} as {}", peer, s->protocol(), s->cipher(), info.principal);
+    co_return conn_stream(std::move(*s));
+}
+} // namespace
+
+runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream sock, const listener_config* listener) {
     conn_state c(sh.cfg().max_inflight_requests, std::max<std::size_t>(sh.cfg().max_inflight_request_bytes, 1));
     c.sh = &sh;
     c.info.listener = listener;
-    c.stream = std::move(stream);
     {
         sockaddr_storage local{};
         socklen_t len = sizeof local;
-        if (::getsockname(c.stream.fd(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+        if (::getsockname(sock.fd(), reinterpret_cast<sockaddr*>(&local), &len) == 0) {
             c.info.local_host = host_of(local);
             c.info.local_port = local.ss_family == AF_INET
                                     ? ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port)
                                     : ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
         }
-        auto peer = c.stream.peer_address();
+        auto peer = sock.peer_address();
         c.peer = peer.to_string();
         c.info.client_host = "/" + host_of(peer.storage);
     }
+    ++sh.open_connections;
+    auto opened = co_await open_stream(sh, std::move(sock), listener, c.info, c.peer);
+    if (!opened) {
+        --sh.open_connections;
+        co_return;
+    }
+    c.stream = std::move(*opened);
     // Shutdown stops the reader; requests already read are still answered.
     std::stop_callback on_shutdown(sh.stop.get_token(), [&c] { c.stop.request_stop(); });
-    ++sh.open_connections;
     co_await runtime::when_all(read_then_mark(&c), writer(&c));
     co_await c.handlers.close();
     --sh.open_connections;

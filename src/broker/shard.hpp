@@ -20,6 +20,7 @@
 #include <skiff/runtime/task.hpp>
 #include <skiff/s3/client.hpp>
 #include <skiff/sasl/credential.hpp>
+#include <skiff/tls/context.hpp>
 #include <skiff/storage/cache_budget.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/io_budget.hpp>
@@ -79,6 +80,9 @@ struct broker_shared {
     storage::global_io_cap io_cap{256};
     std::unique_ptr<storage::put_rate> put_rate; // the request budget, every core's flushes
     std::unique_ptr<quota_meter> quotas;         // client quotas (flags and AlterClientQuotas)
+    // SSL / SASL_SSL listeners: the server certificate (reloaded on SIGHUP; each connection keeps
+    // the context it started with). Null without TLS listeners.
+    std::shared_ptr<tls::context_holder> tls;
     std::atomic<bool> stopping{false};
     // Cluster mode: core 0's cluster state, and the end of the lease's proven lifetime on the
     // steady clock (ns since its epoch), which every core checks before acknowledging a write.
@@ -169,6 +173,8 @@ struct shard {
     // (a request before authentication, an expired session, an illegal state).
     metrics::counter sasl_authentications[3][2];
     metrics::counter sasl_closed[3];
+    // TLS handshakes refused on SSL / SASL_SSL listeners: [0] failed, [1] plaintext (not TLS).
+    metrics::counter tls_handshake_failures[2];
     std::vector<metrics::registration> registrations;
 };
 

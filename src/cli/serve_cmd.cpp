@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <pthread.h>
+#include <skiff/tls/context.hpp>
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,6 +31,7 @@ namespace {
 struct checks_passed {
     checks_passed() = default;
     std::optional<data_dir_lock> lock; // held while the broker runs
+    std::shared_ptr<tls::context_holder> tls; // SSL / SASL_SSL listeners' certificate
 };
 
 // In the order a broker would trip over them; stops at the first failure. `report` (--check)
@@ -66,6 +69,15 @@ result<checks_passed, std::string> run_checks(const serve_options& o, const brok
         line("http-addr", *http);
     }
     checks_passed out;
+    if (cfg.uses_tls()) {
+        // The certificate is loaded here, so a bad file is refused before "serving" (and by
+        // --check); the broker and the SIGHUP reload share this holder.
+        auto holder = tls::context_holder::create(cfg.tls);
+        if (!holder) return failure{"TLS: " + holder.error().message};
+        out.tls = std::shared_ptr<tls::context_holder>(std::move(*holder));
+        const auto subject = out.tls->current()->certificate_subject();
+        line("tls", "certificate " + (subject.empty() ? cfg.tls.cert_file : subject));
+    }
     if (cfg.s3_bucket.empty()) {
         std::string detail;
         auto lock = claim_data_dir(cfg.data_dir, cfg.clustered(), detail);
@@ -119,16 +131,31 @@ int serve_command(const std::vector<std::string>& args) {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    cfg->tls_context = passed->tls;
+    std::shared_ptr<tls::context_holder> tls_holder = passed->tls;
     ::signal(SIGPIPE, SIG_IGN);
     std::stop_source stop;
     std::atomic<bool> finished{false};
-    std::thread signals([&set, &stop, &finished] {
+    std::thread signals([&set, &stop, &finished, tls_holder] {
         int received = 0;
         while (!finished.load()) {
             timespec ts{0, 200 * 1000 * 1000};
             int sig = sigtimedwait(&set, nullptr, &ts);
             if (sig <= 0) continue;
+            if (sig == SIGHUP) {
+                // New TLS connections get the files' current certificate; open ones keep theirs.
+                if (!tls_holder) {
+                    log::info("received SIGHUP: no TLS listener, nothing to reload");
+                } else if (auto r = tls_holder->reload(); !r) {
+                    log::error("received SIGHUP: TLS certificate not reloaded, the old one stays: {}", r.error().message);
+                } else {
+                    log::info("received SIGHUP: TLS certificate reloaded ({}, generation {})",
+                              tls_holder->current()->certificate_subject(), tls_holder->generation());
+                }
+                continue;
+            }
             if (++received == 1) {
                 log::info("received {}, draining (send it again to exit at once)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
                 stop.request_stop();

@@ -49,6 +49,15 @@ const serve_flag flags[] = {
      [](const cfg_t& c) { return ms(c.max_reauth); }},
     {"failed-auth-delay-ms", value_kind::number, "MS", "a failed SASL authentication is answered this late",
      [](const cfg_t& c) { return ms(c.failed_auth_delay); }},
+    {"tls-cert-file", value_kind::text, "FILE",
+     "PEM certificate (then its intermediates) of SSL and SASL_SSL listeners; reloaded on SIGHUP"},
+    {"tls-key-file", value_kind::text, "FILE", "PEM private key of that certificate (unencrypted)"},
+    {"tls-ca-file", value_kind::text, "FILE", "PEM CA certificates that client certificates must chain to (mTLS)"},
+    {"tls-client-auth", value_kind::text, "none|requested|required",
+     "ask TLS clients for a certificate (its subject becomes the principal on SSL listeners)",
+     [](const cfg_t&) { return std::string("none"); }},
+    {"tls-min-version", value_kind::text, "TLSv1.2|TLSv1.3", "oldest TLS version accepted",
+     [](const cfg_t& c) { return c.tls.min_version; }},
     {"http-addr", value_kind::text, "HOST:PORT", "metrics/traces/health endpoint (\"off\" disables)",
      [](const cfg_t& c) { return c.http_addr; }},
     {"data-dir", value_kind::text, "DIR", "local directory store, the embedded default",
@@ -329,6 +338,26 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
         }
         if (cfg.sasl_mechanisms.empty()) return failure{std::string("--sasl-mechanisms is empty")};
     }
+    if (auto* v = text("tls-cert-file")) cfg.tls.cert_file = *v;
+    if (auto* v = text("tls-key-file")) cfg.tls.key_file = *v;
+    if (auto* v = text("tls-ca-file")) cfg.tls.ca_file = *v;
+    if (auto* v = text("tls-client-auth")) {
+        if (*v == "none") {
+            cfg.tls.client_auth_mode = tls::client_auth::none;
+        } else if (*v == "requested") {
+            cfg.tls.client_auth_mode = tls::client_auth::requested;
+        } else if (*v == "required") {
+            cfg.tls.client_auth_mode = tls::client_auth::required;
+        } else {
+            return failure{"--tls-client-auth must be none, requested or required, not '" + *v + "'"};
+        }
+    }
+    if (auto* v = text("tls-min-version")) {
+        if (*v != "TLSv1.2" && *v != "TLSv1.3") {
+            return failure{"--tls-min-version must be TLSv1.2 or TLSv1.3, not '" + *v + "'"};
+        }
+        cfg.tls.min_version = *v;
+    }
     if (auto e = number(s, "max-reauth-ms", 0, std::int64_t{1} << 40, n)) return failure{*e};
     if (s.has("max-reauth-ms")) cfg.max_reauth = std::chrono::milliseconds(n);
     if (auto e = number(s, "failed-auth-delay-ms", 0, 60000, n)) return failure{*e};
@@ -469,10 +498,11 @@ std::optional<std::string> contradiction(const serve_options& o, const broker::b
                    " (or a listener host other brokers' clients can reach)";
         }
     }
-    for (const auto& l : cfg.effective_listeners()) {
-        if (broker::uses_tls(l.protocol)) {
-            return "the " + std::string(l.name()) + " listener needs TLS, which this build does not serve yet";
-        }
+    if (cfg.uses_tls() && (cfg.tls.cert_file.empty() || cfg.tls.key_file.empty())) {
+        return std::string("an SSL or SASL_SSL listener needs --tls-cert-file and --tls-key-file");
+    }
+    if (cfg.tls.client_auth_mode != tls::client_auth::none && cfg.tls.ca_file.empty()) {
+        return fmt::format("{} needs --tls-ca-file (the CA client certificates chain to)", named("tls-client-auth"));
     }
     for (const auto& l : cfg.listeners) {
         if (cfg.http_addr.empty()) break;

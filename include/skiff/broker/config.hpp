@@ -7,9 +7,11 @@
 #include <skiff/broker/quota.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/partition_log.hpp>
+#include <skiff/tls/context.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +42,19 @@ struct broker_config {
     std::vector<std::string> sasl_mechanisms{"SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"};
     std::chrono::milliseconds max_reauth{0};
     std::chrono::milliseconds failed_auth_delay{100};
+    // TLS for SSL and SASL_SSL listeners (docs/tls.md): the certificate, key and client-CA files
+    // and whether clients must show a certificate (mTLS; its subject is then the principal).
+    // tls_context: the loaded certificate, shared with whoever reloads it (the CLI on SIGHUP);
+    // serve() loads one from `tls` when it is not given.
+    tls::server_config tls;
+    std::shared_ptr<tls::context_holder> tls_context;
+    std::chrono::milliseconds tls_handshake_timeout{10000};
+    bool uses_tls() const {
+        for (const auto& l : effective_listeners()) {
+            if (broker::uses_tls(l.protocol)) return true;
+        }
+        return false;
+    }
     std::string http_addr = "127.0.0.1:9644"; // empty: no observability endpoint
     unsigned cores = 0;                         // 0: every core of the machine
 
