@@ -142,6 +142,12 @@ void register_metrics(shard& sh) {
                             metrics::labels{{"mechanism", mechanisms[m]}, {"outcome", outcomes[o]}});
         }
     }
+    const char* acl_types[4] = {"topic", "group", "cluster", "other"};
+    for (int i = 0; i < 4; ++i) {
+        sh.acl_denied[i] = reg.counter("skiff_acl_denied_total",
+                                       "Operations denied by authorization (ACLs), by resource type.",
+                                       metrics::labels{{"resource", acl_types[i]}});
+    }
     const char* tls_reasons[2] = {"handshake_failed", "not_tls"};
     for (int i = 0; i < 2; ++i) {
         sh.tls_handshake_failures[i] = reg.counter("skiff_tls_handshake_failures_total",

@@ -1,4 +1,5 @@
 #include <skiff/broker/catalog.hpp>
+#include <skiff/acl/json.hpp>
 
 #include <skiff/core/hex.hpp>
 #include <skiff/core/log.hpp>
@@ -33,6 +34,8 @@ std::optional<std::string> invalid_topic_name(std::string_view name) {
     }
     return std::nullopt;
 }
+
+std::string acls_key(std::string_view ns) { return std::string(ns) + "/skiff~meta/acls.json"; }
 
 std::string topics_prefix(std::string_view ns) { return std::string(ns) + "/skiff~meta/topics/"; }
 std::string topic_key(std::string_view ns, std::string_view topic) {
@@ -156,6 +159,23 @@ runtime::task<result<catalog, storage::store_error>> load_catalog(storage::objec
         }
     } else if (users.error().code != storage::errc::not_found) {
         co_return failure{users.error()};
+    }
+    const std::string acl_key = acls_key(ns);
+    auto acls = co_await store.get(acl_key, std::nullopt, st);
+    if (acls) {
+        auto list = acl::acls_from_json_text(acls->data);
+        auto az = std::make_shared<acl::authorizer>();
+        if (!list) {
+            // Fail closed: with authorization on, a store whose ACLs cannot be read denies
+            // everything but super users until CreateAcls/DeleteAcls rewrite the object.
+            log::error("catalog: ignoring the ACLs in {}: {}", acl_key, list.error());
+        } else if (auto r = az->replace_all(*list); !r) {
+            log::error("catalog: ignoring the ACLs in {}: {}", acl_key, r.error().message);
+        } else {
+            out.acls = std::move(az);
+        }
+    } else if (acls.error().code != storage::errc::not_found) {
+        co_return failure{acls.error()};
     }
     out.version = 1;
     co_return out;

@@ -7,6 +7,7 @@
 #include "connection.hpp"
 #include "shard.hpp"
 
+#include <skiff/acl/model.hpp>
 #include <skiff/cluster/records.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/kafka/frame.hpp>
@@ -106,6 +107,19 @@ runtime::task<std::string> handle_sasl_authenticate(request_ctx ctx, kafka::Sasl
 runtime::task<std::optional<std::string>> handle_raw_sasl_token(shard& sh, const conn_info& ci, std::string_view token);
 // Marks the session failed and the connection to close after this answer, counted and logged.
 void refuse_sasl_state(const request_ctx& ctx, std::string_view what);
+// Authorization (handlers/acls.cpp, docs/acl.md): whether the connection's principal may do
+// `op` on the resource, by the catalog's ACLs and the broker's super users; always true when
+// authorization is off. Denials are counted by resource type.
+bool authorized(const request_ctx& ctx, acl::operation op, acl::resource_type type, std::string_view name);
+bool authorized_cluster(const request_ctx& ctx, acl::operation op);
+// Kafka's authorizeByResourceType: some binding of `type` allows `op` (IDEMPOTENT_WRITE's
+// fallback to WRITE on any topic).
+bool authorized_any(const request_ctx& ctx, acl::operation op, acl::resource_type type);
+// DescribeAcls / CreateAcls / DeleteAcls (APIs 29, 30, 31).
+kafka::DescribeAclsResponse describe_acls(const request_ctx& ctx, const kafka::DescribeAclsRequest& req);
+runtime::task<kafka::CreateAclsResponse> create_acls(request_ctx ctx, kafka::CreateAclsRequest req);
+runtime::task<kafka::DeleteAclsResponse> delete_acls(request_ctx ctx, kafka::DeleteAclsRequest req);
+
 // DescribeUserScramCredentials / AlterUserScramCredentials (APIs 50, 51): handlers/scram_users.cpp.
 kafka::DescribeUserScramCredentialsResponse describe_user_scram_credentials(
     const shard& sh, const kafka::DescribeUserScramCredentialsRequest& req);

@@ -175,6 +175,9 @@ struct shard {
     metrics::counter sasl_closed[3];
     // TLS handshakes refused on SSL / SASL_SSL listeners: [0] failed, [1] plaintext (not TLS).
     metrics::counter tls_handshake_failures[2];
+    // Requests (or parts of them) denied by authorization, by resource type: topic, group,
+    // cluster, other.
+    metrics::counter acl_denied[4];
     std::vector<metrics::registration> registrations;
 };
 
@@ -255,6 +258,10 @@ struct scram_change {
 // Applies `changes` to the stored users (users.json, one PUT) and installs them on every core,
 // like change_client_quotas. KAFKA_STORAGE_ERROR when the PUT fails.
 runtime::task<admin_outcome> change_scram_users(shard& sh0, std::vector<scram_change> changes);
+// Adds `added` and removes `removed` from the stored ACLs (acls.json, one PUT when anything
+// changed) and installs them on every core, like change_scram_users.
+runtime::task<admin_outcome> change_acls(shard& sh0, std::vector<acl::acl_binding> added,
+                                         std::vector<acl::acl_binding> removed);
 // Core 0: a fresh producer id (persisted in blocks, so ids are never reused across restarts).
 runtime::task<result<std::int64_t, storage::store_error>> allocate_producer_id(shard& sh0);
 

@@ -7,6 +7,7 @@
 #include "config_file.hpp"
 #include "s3_config.hpp"
 
+#include <skiff/acl/authorizer.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/socket.hpp>
 #include <skiff/s3/credentials.hpp>
@@ -58,6 +59,13 @@ const serve_flag flags[] = {
      [](const cfg_t&) { return std::string("none"); }},
     {"tls-min-version", value_kind::text, "TLSv1.2|TLSv1.3", "oldest TLS version accepted",
      [](const cfg_t& c) { return c.tls.min_version; }},
+    {"authorizer", value_kind::text, "none|acl",
+     "acl: check every request against the stored ACLs (docs/acl.md); none: everyone may do everything",
+     [](const cfg_t& c) { return std::string(c.authorization ? "acl" : "none"); }},
+    {"super-users", value_kind::text, "User:A;User:B", "principals every ACL check allows (Kafka's super.users)"},
+    {"allow-everyone-if-no-acl-found", value_kind::boolean, "",
+     "a resource without any ACL is open to everyone (Kafka's allow.everyone.if.no.acl.found)",
+     [](const cfg_t& c) { return yes_no(c.allow_everyone_if_no_acl_found); }},
     {"http-addr", value_kind::text, "HOST:PORT", "metrics/traces/health endpoint (\"off\" disables)",
      [](const cfg_t& c) { return c.http_addr; }},
     {"data-dir", value_kind::text, "DIR", "local directory store, the embedded default",
@@ -369,6 +377,18 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
     if (auto e = number(s, "max-inflight-flushes", 1, 64, n)) return failure{*e};
     if (s.has("max-inflight-flushes")) cfg.log.max_inflight_flushes = static_cast<int>(n);
     if (auto e = boolean(s, "auto-create-topics", cfg.auto_create_topics)) return failure{*e};
+    if (auto* v = text("authorizer")) {
+        if (*v != "none" && *v != "acl") return failure{"--authorizer must be none or acl, not '" + *v + "'"};
+        cfg.authorization = *v == "acl";
+    }
+    if (auto* v = text("super-users")) {
+        auto users = acl::parse_super_users(*v);
+        if (!users) {
+            return failure{"--super-users must be principals like User:admin separated by ';', not '" + *v + "'"};
+        }
+        cfg.super_users = std::move(*users);
+    }
+    if (auto e = boolean(s, "allow-everyone-if-no-acl-found", cfg.allow_everyone_if_no_acl_found)) return failure{*e};
     if (auto e = number(s, "default-partitions", 1, 10000, n)) return failure{*e};
     if (s.has("default-partitions")) cfg.default_partitions = static_cast<std::int32_t>(n);
     if (auto e = number(s, "cores", 1, 1024, n)) return failure{*e};

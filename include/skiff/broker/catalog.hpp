@@ -6,6 +6,7 @@
 // as a whole after each change, so request handlers read it without locks.
 #pragma once
 
+#include <skiff/acl/authorizer.hpp>
 #include <skiff/broker/client_quotas.hpp>
 #include <skiff/broker/scram_users.hpp>
 #include <skiff/core/result.hpp>
@@ -38,6 +39,9 @@ struct catalog {
     std::shared_ptr<const client_quota_table> quotas = std::make_shared<const client_quota_table>();
     // SCRAM users ({ns}/skiff~meta/users.json), likewise shared.
     std::shared_ptr<const scram_user_table> users = std::make_shared<const scram_user_table>();
+    // ACLs ({ns}/skiff~meta/acls.json, CreateAcls/DeleteAcls), indexed for decisions. Its own
+    // super users and allow-if-no-ACL are unused: the broker's configuration says those.
+    std::shared_ptr<const acl::authorizer> acls = std::make_shared<const acl::authorizer>();
     std::uint64_t version = 0; // bumped on every change
 
     const topic_info* find(std::string_view name) const noexcept {
@@ -53,6 +57,7 @@ std::optional<std::string> invalid_topic_name(std::string_view name);
 
 std::string topic_key(std::string_view ns, std::string_view topic);
 std::string topics_prefix(std::string_view ns);
+std::string acls_key(std::string_view ns); // {ns}/skiff~meta/acls.json
 
 std::string encode_topic(const topic_info& t);
 result<topic_info, std::string> decode_topic(std::string_view json);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ struct broker_config {
         }
         return false;
     }
+    // Authorization (docs/acl.md): off, every principal may do everything (and the ACL APIs
+    // answer SECURITY_DISABLED, as Kafka without an authorizer); on, every request is checked
+    // against the stored ACLs. Super users ("User:admin") are always allowed; a resource with no
+    // ACL at all is open only with allow_everyone_if_no_acl_found (Kafka's settings).
+    bool authorization = false;
+    std::set<std::string, std::less<>> super_users;
+    bool allow_everyone_if_no_acl_found = false;
     std::string http_addr = "127.0.0.1:9644"; // empty: no observability endpoint
     unsigned cores = 0;                         // 0: every core of the machine
 

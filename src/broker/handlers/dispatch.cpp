@@ -25,7 +25,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 37> apis{{
+constexpr std::array<served_api, 40> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -63,6 +63,9 @@ constexpr std::array<served_api, 37> apis{{
     {api_key::sasl_authenticate, 0, 2},
     {api_key::describe_user_scram_credentials, 0, 0},
     {api_key::alter_user_scram_credentials, 0, 0},
+    {api_key::describe_acls, 0, 3},
+    {api_key::create_acls, 0, 3},
+    {api_key::delete_acls, 0, 3},
 }};
 
 const served_api* find_served(std::int16_t key) {
@@ -315,6 +318,21 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
         auto req = decode_body<kafka::AlterUserScramCredentialsRequest>(body, version);
         sasl::wipe_buffer(frame.data(), frame.size());
         auto r = co_await alter_user_scram_credentials(sh, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::describe_acls: {
+        auto req = decode_body<kafka::DescribeAclsRequest>(body, version);
+        auto r = describe_acls(ctx, req);
+        co_return respond(r, ctx);
+    }
+    case api_key::create_acls: {
+        auto req = decode_body<kafka::CreateAclsRequest>(body, version);
+        auto r = co_await create_acls(ctx, std::move(req));
+        co_return respond(r, ctx);
+    }
+    case api_key::delete_acls: {
+        auto req = decode_body<kafka::DeleteAclsRequest>(body, version);
+        auto r = co_await delete_acls(ctx, std::move(req));
         co_return respond(r, ctx);
     }
     case api_key::describe_configs:

@@ -57,6 +57,14 @@ const std::map<std::string, std::string> sample_values = {
     {"advertised-addr", "\"broker.example:19092\""},
     {"http-addr", "\"127.0.0.1:19644\""},
     {"sasl-mechanisms", "\"SCRAM-SHA-256,PLAIN\""},
+    {"authorizer", "\"acl\""},
+    {"super-users", "\"User:admin;User:ops\""},
+    {"allow-everyone-if-no-acl-found", "true"},
+    {"tls-cert-file", "\"/etc/skiff/cert.pem\""},
+    {"tls-key-file", "\"/etc/skiff/key.pem\""},
+    {"tls-ca-file", "\"/etc/skiff/ca.pem\""},
+    {"tls-client-auth", "\"requested\""},
+    {"tls-min-version", "\"TLSv1.3\""},
     {"max-reauth-ms", "60000"},
     {"failed-auth-delay-ms", "50"},
     {"data-dir", "\"/var/lib/skiff\""},
@@ -273,6 +281,11 @@ TEST_CASE("a config file with every key, and --print-config's output read back a
     CHECK(cfg->rack == "eu-west-1a");
     CHECK(cfg->log.compaction_map_bytes == 1048576);
     CHECK(cfg->quotas.defaults.fetch_bytes_per_second == Approx(2000000));
+    CHECK(cfg->authorization);
+    CHECK(cfg->super_users == std::set<std::string, std::less<>>{"User:admin", "User:ops"});
+    CHECK(cfg->allow_everyone_if_no_acl_found);
+    CHECK(cfg->tls.client_auth_mode == skiff::tls::client_auth::requested);
+    CHECK(cfg->tls.min_version == "TLSv1.3");
 
     // --print-config: every value with its source, valid input for --config that gives the
     // same settings back.
@@ -448,4 +461,14 @@ TEST_CASE("listeners: protocols, advertised addresses, and what is refused", "[c
     CHECK(error_of({"--sasl-mechanisms", "GSSAPI"}).find("unknown mechanism 'GSSAPI'") != std::string::npos);
     CHECK(error_of({"--listeners", "SASL_PLAINTEXT://127.0.0.1:9100", "--http-addr", "127.0.0.1:9100"})
               .find("the SASL_PLAINTEXT listener (127.0.0.1:9100) and --http-addr") != std::string::npos);
+}
+
+TEST_CASE("TLS and authorization settings are checked", "[cli][serve_config]") {
+    CHECK(error_of({"--listeners", "SSL://127.0.0.1:1"}) ==
+          "an SSL or SASL_SSL listener needs --tls-cert-file and --tls-key-file");
+    CHECK(error_of({"--tls-client-auth", "required"}).find("needs --tls-ca-file") != std::string::npos);
+    CHECK(error_of({"--tls-client-auth", "maybe"}) == "--tls-client-auth must be none, requested or required, not 'maybe'");
+    CHECK(error_of({"--tls-min-version", "TLSv1.1"}) == "--tls-min-version must be TLSv1.2 or TLSv1.3, not 'TLSv1.1'");
+    CHECK(error_of({"--authorizer", "ranger"}) == "--authorizer must be none or acl, not 'ranger'");
+    CHECK(error_of({"--super-users", "admin"}).find("--super-users must be principals") != std::string::npos);
 }
