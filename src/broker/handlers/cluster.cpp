@@ -16,6 +16,11 @@ std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeCluste
         return respond(r, ctx);
     }
     r.cluster_id = ctx.sh.cfg().cluster_id;
+    if (!authorized_cluster(ctx, acl::operation::describe)) {
+        r.error_code = kerr::cluster_authorization_failed;
+        r.error_message = "Cluster authorization failed.";
+        return respond(r, ctx);
+    }
     if (ctx.sh.cfg().clustered() && ctx.sh.cview) {
         for (auto& [id, m] : ctx.sh.cview->members) {
             kafka::DescribeClusterResponse::DescribeClusterBroker b;
@@ -53,6 +58,11 @@ kafka::FindCoordinatorResponse::Coordinator coordinator_of(const request_ctx& ct
     if (key_type != group_key) {
         answer.error_code = kerr::coordinator_not_available;
         answer.error_message = "transactions are not supported";
+        return answer;
+    }
+    if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, key)) {
+        answer.error_code = kerr::group_authorization_failed;
+        answer.error_message = "Group authorization failed.";
         return answer;
     }
     if (!ctx.sh.cfg().clustered()) {

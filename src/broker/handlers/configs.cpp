@@ -66,6 +66,19 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
         kafka::DescribeConfigsResponse::DescribeConfigsResult out;
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name;
+        // DESCRIBE_CONFIGS on the topic, or on the cluster for a broker (ConfigAdminManager).
+        constexpr std::int8_t topic_resource = 2;
+        const bool allowed = res.resource_type == topic_resource
+                                 ? authorized(ctx, acl::operation::describe_configs, acl::resource_type::topic,
+                                              res.resource_name)
+                                 : authorized_cluster(ctx, acl::operation::describe_configs);
+        if (!allowed) {
+            out.error_code = res.resource_type == topic_resource ? kerr::topic_authorization_failed
+                                                                 : kerr::cluster_authorization_failed;
+            out.error_message = "Authorization failed.";
+            r.results.push_back(std::move(out));
+            continue;
+        }
         auto wanted = [&](std::string_view name) {
             if (!res.configuration_keys) return true;
             for (auto& k : *res.configuration_keys) {

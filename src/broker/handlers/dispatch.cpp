@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <set>
 #include <chrono>
 
 namespace skiff::broker {
@@ -163,6 +164,33 @@ std::int32_t charge_quota(const request_ctx& ctx, quota_kind k, std::size_t byte
 }
 } // namespace
 
+namespace {
+// AlterConfigs / IncrementalAlterConfigs: ALTER_CONFIGS on each topic (on the cluster for a
+// broker); the denied resources leave the request and come back as answers of their own.
+template <typename Resp, typename Resources>
+std::vector<typename Resp::AlterConfigsResourceResponse> take_denied_config_resources(const request_ctx& ctx,
+                                                                                      Resources& resources) {
+    std::vector<typename Resp::AlterConfigsResourceResponse> denied;
+    if (!ctx.sh.cfg().authorization) return denied;
+    constexpr std::int8_t topic_resource = 2;
+    std::erase_if(resources, [&](const auto& res) {
+        const bool topic = res.resource_type == topic_resource;
+        const bool ok = topic ? authorized(ctx, acl::operation::alter_configs, acl::resource_type::topic,
+                                           res.resource_name)
+                              : authorized_cluster(ctx, acl::operation::alter_configs);
+        if (ok) return false;
+        typename Resp::AlterConfigsResourceResponse out;
+        out.error_code = topic ? kerr::topic_authorization_failed : kerr::cluster_authorization_failed;
+        out.error_message = "Authorization failed.";
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name;
+        denied.push_back(std::move(out));
+        return true;
+    });
+    return denied;
+}
+} // namespace
+
 runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_info& ci, std::string frame,
                                                          std::size_t at) {
     if (ci.needs_sasl() && ci.sasl.state == sasl_session::phase::raw_token) {
@@ -207,6 +235,25 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     switch (static_cast<api_key>(key)) {
     case api_key::produce: {
         auto req = decode_body<kafka::ProduceRequest>(body, version);
+        // KafkaApis.handleProduceRequest: WRITE on each topic; the others are answered
+        // TOPIC_AUTHORIZATION_FAILED and never reach a partition.
+        std::vector<kafka::ProduceResponse::TopicProduceResponse> denied;
+        if (sh.cfg().authorization) {
+            std::erase_if(req.topic_data, [&](const kafka::ProduceRequest::TopicProduceData& td) {
+                if (authorized(ctx, acl::operation::write, acl::resource_type::topic, td.name)) return false;
+                kafka::ProduceResponse::TopicProduceResponse tr;
+                tr.name = td.name;
+                for (const auto& pd : td.partition_data) {
+                    kafka::ProduceResponse::PartitionProduceResponse pr;
+                    pr.index = pd.index;
+                    pr.error_code = kerr::topic_authorization_failed;
+                    pr.error_message.reset();
+                    tr.partition_responses.push_back(std::move(pr));
+                }
+                denied.push_back(std::move(tr));
+                return true;
+            });
+        }
         // The request now holds its own copy of the records: the frame's memory goes back
         // before the produce may wait for room (admission), so a waiting produce holds its
         // bytes once. Nothing below reads `hdr` or `body` again.
@@ -217,13 +264,34 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
             for (const auto& pd : td.partition_data) bytes += pd.records ? pd.records->size() : 0;
         }
         auto r = co_await produce(sh, std::move(req));
+        for (auto& tr : denied) r.responses.push_back(std::move(tr));
         r.throttle_time_ms = std::max(r.throttle_time_ms, charge_quota(ctx, quota_kind::produce, bytes));
         if (no_response) co_return std::nullopt;
         co_return respond(r, ctx);
     }
     case api_key::fetch: {
         auto req = decode_body<kafka::FetchRequest>(body, version);
+        // KafkaApis.handleFetchRequest: READ on each topic (consumers; skiff has no followers).
+        std::vector<kafka::FetchResponse::FetchableTopicResponse> denied;
+        if (sh.cfg().authorization) {
+            std::erase_if(req.topics, [&](const kafka::FetchRequest::FetchTopic& ft) {
+                if (authorized(ctx, acl::operation::read, acl::resource_type::topic, ft.topic)) return false;
+                kafka::FetchResponse::FetchableTopicResponse tr;
+                tr.topic = ft.topic;
+                for (const auto& fp : ft.partitions) {
+                    kafka::FetchResponse::PartitionData pd;
+                    pd.partition_index = fp.partition;
+                    pd.error_code = kerr::topic_authorization_failed;
+                    pd.high_watermark = -1;
+                    pd.records.emplace();
+                    tr.partitions.push_back(std::move(pd));
+                }
+                denied.push_back(std::move(tr));
+                return true;
+            });
+        }
         auto r = co_await fetch(sh, std::move(req));
+        for (auto& tr : denied) r.responses.push_back(std::move(tr));
         std::size_t bytes = 0;
         for (const auto& tr : r.responses) {
             for (const auto& pd : tr.partitions) bytes += pd.records ? pd.records->size() : 0;
@@ -253,52 +321,134 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     }
     case api_key::alter_configs: {
         auto req = decode_body<kafka::AlterConfigsRequest>(body, version);
+        auto denied = take_denied_config_resources<kafka::AlterConfigsResponse>(ctx, req.resources);
         auto r = co_await alter_configs(sh, std::move(req));
+        for (auto& d : denied) r.responses.push_back(std::move(d));
         co_return respond(r, ctx);
     }
     case api_key::incremental_alter_configs: {
         auto req = decode_body<kafka::IncrementalAlterConfigsRequest>(body, version);
+        auto denied = take_denied_config_resources<kafka::IncrementalAlterConfigsResponse>(ctx, req.resources);
         auto r = co_await incremental_alter_configs(sh, std::move(req));
+        for (auto& d : denied) r.responses.push_back(std::move(d));
         co_return respond(r, ctx);
     }
     case api_key::delete_records: {
         auto req = decode_body<kafka::DeleteRecordsRequest>(body, version);
+        // DELETE on each topic.
+        std::vector<kafka::DeleteRecordsResponse::DeleteRecordsTopicResult> denied;
+        std::erase_if(req.topics, [&](const kafka::DeleteRecordsRequest::DeleteRecordsTopic& t) {
+            if (authorized(ctx, acl::operation::del, acl::resource_type::topic, t.name)) return false;
+            kafka::DeleteRecordsResponse::DeleteRecordsTopicResult tr;
+            tr.name = t.name;
+            for (const auto& p : t.partitions) {
+                kafka::DeleteRecordsResponse::DeleteRecordsPartitionResult pr;
+                pr.partition_index = p.partition_index;
+                pr.low_watermark = -1;
+                pr.error_code = kerr::topic_authorization_failed;
+                tr.partitions.push_back(pr);
+            }
+            denied.push_back(std::move(tr));
+            return true;
+        });
         auto r = co_await delete_records(sh, std::move(req));
+        for (auto& d : denied) r.topics.push_back(std::move(d));
         co_return respond(r, ctx);
     }
     case api_key::describe_log_dirs: {
         auto req = decode_body<kafka::DescribeLogDirsRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::describe)) {
+            kafka::DescribeLogDirsResponse r;
+            r.error_code = kerr::cluster_authorization_failed;
+            co_return respond(r, ctx);
+        }
         auto r = co_await describe_log_dirs(sh, std::move(req));
         co_return respond(r, ctx);
     }
     case api_key::describe_client_quotas: {
         auto req = decode_body<kafka::DescribeClientQuotasRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::describe_configs)) {
+            kafka::DescribeClientQuotasResponse r;
+            r.error_code = kerr::cluster_authorization_failed;
+            r.error_message = "Cluster authorization failed.";
+            r.entries.reset();
+            co_return respond(r, ctx);
+        }
         auto r = describe_client_quotas(sh, req);
         co_return respond(r, ctx);
     }
     case api_key::alter_client_quotas: {
         auto req = decode_body<kafka::AlterClientQuotasRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::alter_configs)) {
+            kafka::AlterClientQuotasResponse r;
+            for (const auto& e : req.entries) {
+                kafka::AlterClientQuotasResponse::EntryData d;
+                d.error_code = kerr::cluster_authorization_failed;
+                d.error_message = "Cluster authorization failed.";
+                for (const auto& en : e.entity) {
+                    kafka::AlterClientQuotasResponse::EntityData ed;
+                    ed.entity_type = en.entity_type;
+                    ed.entity_name = en.entity_name;
+                    d.entity.push_back(std::move(ed));
+                }
+                r.entries.push_back(std::move(d));
+            }
+            co_return respond(r, ctx);
+        }
         auto r = co_await alter_client_quotas(sh, std::move(req));
         co_return respond(r, ctx);
     }
     case api_key::alter_partition_reassignments: {
         auto req = decode_body<kafka::AlterPartitionReassignmentsRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::alter)) {
+            kafka::AlterPartitionReassignmentsResponse r;
+            r.error_code = kerr::cluster_authorization_failed;
+            r.error_message = "Cluster authorization failed.";
+            co_return respond(r, ctx);
+        }
         auto r = co_await alter_partition_reassignments(sh, std::move(req));
         co_return respond(r, ctx);
     }
     case api_key::list_partition_reassignments: {
         auto req = decode_body<kafka::ListPartitionReassignmentsRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::describe)) {
+            kafka::ListPartitionReassignmentsResponse r;
+            r.error_code = kerr::cluster_authorization_failed;
+            r.error_message = "Cluster authorization failed.";
+            co_return respond(r, ctx);
+        }
         auto r = list_partition_reassignments(sh, req);
         co_return respond(r, ctx);
     }
     case api_key::elect_leaders: {
         auto req = decode_body<kafka::ElectLeadersRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::alter)) {
+            kafka::ElectLeadersResponse r;
+            r.error_code = kerr::cluster_authorization_failed;
+            co_return respond(r, ctx);
+        }
         auto r = co_await elect_leaders(sh, std::move(req), version);
         co_return respond(r, ctx);
     }
     case api_key::describe_producers: {
         auto req = decode_body<kafka::DescribeProducersRequest>(body, version);
+        // READ on each topic (KafkaApis.handleDescribeProducersRequest).
+        std::vector<kafka::DescribeProducersResponse::TopicResponse> denied;
+        std::erase_if(req.topics, [&](const kafka::DescribeProducersRequest::TopicRequest& t) {
+            if (authorized(ctx, acl::operation::read, acl::resource_type::topic, t.name)) return false;
+            kafka::DescribeProducersResponse::TopicResponse tr;
+            tr.name = t.name;
+            for (auto p : t.partition_indexes) {
+                kafka::DescribeProducersResponse::PartitionResponse pr;
+                pr.partition_index = p;
+                pr.error_code = kerr::topic_authorization_failed;
+                tr.partitions.push_back(std::move(pr));
+            }
+            denied.push_back(std::move(tr));
+            return true;
+        });
         auto r = co_await describe_producers(sh, std::move(req));
+        for (auto& d : denied) r.topics.push_back(std::move(d));
         co_return respond(r, ctx);
     }
     case api_key::sasl_handshake:
@@ -311,12 +461,33 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     }
     case api_key::describe_user_scram_credentials: {
         auto req = decode_body<kafka::DescribeUserScramCredentialsRequest>(body, version);
+        if (!authorized_cluster(ctx, acl::operation::describe)) {
+            kafka::DescribeUserScramCredentialsResponse r;
+            r.error_code = kerr::cluster_authorization_failed;
+            r.error_message = "Cluster authorization failed.";
+            co_return respond(r, ctx);
+        }
         auto r = describe_user_scram_credentials(sh, req);
         co_return respond(r, ctx);
     }
     case api_key::alter_user_scram_credentials: {
         auto req = decode_body<kafka::AlterUserScramCredentialsRequest>(body, version);
         sasl::wipe_buffer(frame.data(), frame.size());
+        if (!authorized_cluster(ctx, acl::operation::alter)) {
+            kafka::AlterUserScramCredentialsResponse r;
+            std::set<std::string> users;
+            for (const auto& d : req.deletions) users.insert(d.name);
+            for (const auto& u : req.upsertions) users.insert(u.name);
+            for (const auto& u : users) {
+                kafka::AlterUserScramCredentialsResponse::AlterUserScramCredentialsResult res;
+                res.user = u;
+                res.error_code = kerr::cluster_authorization_failed;
+                res.error_message = "Cluster authorization failed.";
+                r.results.push_back(std::move(res));
+            }
+            for (auto& u : req.upsertions) sasl::wipe_buffer(u.salted_password.data(), u.salted_password.size());
+            co_return respond(r, ctx);
+        }
         auto r = co_await alter_user_scram_credentials(sh, std::move(req));
         co_return respond(r, ctx);
     }

@@ -5,6 +5,8 @@
 #include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+
+#include <set>
 #include <skiff/cluster/records.hpp>
 
 namespace skiff::broker {
@@ -50,10 +52,12 @@ kafka::ListGroupsResponse list_on_core(shard& o, const kafka::ListGroupsRequest&
 
 runtime::task<std::string> handle_join_group(request_ctx ctx, kafka::JoinGroupRequest req) {
     const std::int16_t v = ctx.version;
-    const bool loading = co_await group_loading(ctx.sh, &req.group_id);
-    if (loading) {
+    // KafkaApis: READ on the group for every membership request.
+    const bool denied = !authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id);
+    const bool loading = !denied && co_await group_loading(ctx.sh, &req.group_id);
+    if (denied || loading) {
         kafka::JoinGroupResponse r;
-        r.error_code = kerr::coordinator_load_in_progress;
+        r.error_code = denied ? kerr::group_authorization_failed : kerr::coordinator_load_in_progress;
         r.member_id = req.member_id;
         if (v >= 7) r.protocol_name.reset(); // null where the version allows it, as Kafka's error answer
         co_return respond(r, ctx);
@@ -66,10 +70,11 @@ runtime::task<std::string> handle_join_group(request_ctx ctx, kafka::JoinGroupRe
 
 runtime::task<std::string> handle_sync_group(request_ctx ctx, kafka::SyncGroupRequest req) {
     const std::int16_t v = ctx.version;
-    const bool loading = co_await group_loading(ctx.sh, &req.group_id);
-    if (loading) {
+    const bool denied = !authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id);
+    const bool loading = !denied && co_await group_loading(ctx.sh, &req.group_id);
+    if (denied || loading) {
         kafka::SyncGroupResponse r;
-        r.error_code = kerr::coordinator_load_in_progress;
+        r.error_code = denied ? kerr::group_authorization_failed : kerr::coordinator_load_in_progress;
         r.protocol_type.reset();
         r.protocol_name.reset();
         co_return respond(r, ctx);
@@ -80,10 +85,11 @@ runtime::task<std::string> handle_sync_group(request_ctx ctx, kafka::SyncGroupRe
 
 runtime::task<std::string> handle_heartbeat(request_ctx ctx, kafka::HeartbeatRequest req) {
     const std::int16_t v = ctx.version;
-    const bool loading = co_await group_loading(ctx.sh, &req.group_id);
-    if (loading) {
+    const bool denied = !authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id);
+    const bool loading = !denied && co_await group_loading(ctx.sh, &req.group_id);
+    if (denied || loading) {
         kafka::HeartbeatResponse r;
-        r.error_code = kerr::coordinator_load_in_progress;
+        r.error_code = denied ? kerr::group_authorization_failed : kerr::coordinator_load_in_progress;
         co_return respond(r, ctx);
     }
     auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return coordinator_for(o, req.group_id).heartbeat(req, v); });
@@ -92,10 +98,11 @@ runtime::task<std::string> handle_heartbeat(request_ctx ctx, kafka::HeartbeatReq
 
 runtime::task<std::string> handle_leave_group(request_ctx ctx, kafka::LeaveGroupRequest req) {
     const std::int16_t v = ctx.version;
-    const bool loading = co_await group_loading(ctx.sh, &req.group_id);
-    if (loading) {
+    const bool denied = !authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id);
+    const bool loading = !denied && co_await group_loading(ctx.sh, &req.group_id);
+    if (denied || loading) {
         kafka::LeaveGroupResponse r;
-        r.error_code = kerr::coordinator_load_in_progress;
+        r.error_code = denied ? kerr::group_authorization_failed : kerr::coordinator_load_in_progress;
         co_return respond(r, ctx);
     }
     auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) { return coordinator_for(o, req.group_id).leave(req, v); });
@@ -141,12 +148,44 @@ void answer_unknown(const shard& sh, Topics& topics, bool all, std::int16_t vers
 // KafkaApis.handleOffsetCommitRequest: partitions of topics the catalog does not have, or past
 // a topic's partition count, are UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator;
 // when none is left the group is not even looked at.
+namespace {
+// OffsetFetch's topics the principal may not DESCRIBE: left out of an "all topics" answer,
+// TOPIC_AUTHORIZATION_FAILED with no offset when the request named them.
+template <typename Topics>
+void filter_fetched_topics(const request_ctx& ctx, Topics& topics, bool all) {
+    if (!ctx.sh.cfg().authorization) return;
+    if (all) {
+        std::erase_if(topics, [&](const auto& t) {
+            return !authorized(ctx, acl::operation::describe, acl::resource_type::topic, t.name);
+        });
+        return;
+    }
+    for (auto& t : topics) {
+        if (authorized(ctx, acl::operation::describe, acl::resource_type::topic, t.name)) continue;
+        for (auto& p : t.partitions) {
+            p.committed_offset = -1;
+            p.committed_leader_epoch = -1;
+            p.error_code = kerr::topic_authorization_failed;
+        }
+    }
+}
+} // namespace
+
 runtime::task<std::string> handle_offset_commit(request_ctx ctx, kafka::OffsetCommitRequest req) {
     const std::int16_t v = ctx.version;
     // Every field of the request but its topics, which are those the catalog has.
     kafka::OffsetCommitRequest known = req;
     known.topics.clear();
+    // KafkaApis.handleOffsetCommitRequest: READ on the group (else every partition is
+    // GROUP_AUTHORIZATION_FAILED) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    const bool group_denied = !authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id);
+    std::set<std::string> topics_denied;
     for (const auto& t : req.topics) {
+        if (group_denied) break;
+        if (!authorized(ctx, acl::operation::read, acl::resource_type::topic, t.name)) {
+            topics_denied.insert(t.name);
+            continue;
+        }
         kafka::OffsetCommitRequest::OffsetCommitRequestTopic kt;
         kt.name = t.name;
         for (const auto& p : t.partitions) {
@@ -176,8 +215,10 @@ runtime::task<std::string> handle_offset_commit(request_ctx ctx, kafka::OffsetCo
         for (const auto& p : t.partitions) {
             kafka::OffsetCommitResponse::OffsetCommitResponsePartition rp;
             rp.partition_index = p.partition_index;
-            // Not in the coordinator's answer: it was left out above, unknown.
-            rp.error_code = kerr::unknown_topic_or_partition;
+            // Not in the coordinator's answer: it was left out above, unknown or denied.
+            rp.error_code = group_denied                  ? kerr::group_authorization_failed
+                            : topics_denied.count(t.name) ? kerr::topic_authorization_failed
+                                                          : kerr::unknown_topic_or_partition;
             if (at) {
                 for (const auto& ap : at->partitions) {
                     if (ap.partition_index == p.partition_index) rp.error_code = ap.error_code;
@@ -194,6 +235,28 @@ runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFet
     const std::int16_t v = ctx.version;
     if (v < 8) {
         const bool all = !req.topics;
+        // KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; topics the principal may not
+        // DESCRIBE are TOPIC_AUTHORIZATION_FAILED when named, left out of "all".
+        if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, req.group_id)) {
+            kafka::OffsetFetchResponse err;
+            if (v >= 2) {
+                err.error_code = kerr::group_authorization_failed;
+            } else if (req.topics) {
+                for (const auto& t : *req.topics) {
+                    kafka::OffsetFetchResponse::OffsetFetchResponseTopic rt;
+                    rt.name = t.name;
+                    for (auto p : t.partition_indexes) {
+                        kafka::OffsetFetchResponse::OffsetFetchResponsePartition rp;
+                        rp.partition_index = p;
+                        rp.committed_offset = -1;
+                        rp.error_code = kerr::group_authorization_failed;
+                        rt.partitions.push_back(std::move(rp));
+                    }
+                    err.topics.push_back(std::move(rt));
+                }
+            }
+            co_return respond(err, ctx);
+        }
         const bool loading = co_await group_loading(ctx.sh, &req.group_id);
         if (loading) {
             // OffsetFetchRequest.getErrorResponse: v2+ the error at the top, v0-1 per partition.
@@ -220,15 +283,25 @@ runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFet
             return coordinator_for(o, req.group_id).fetch_offsets(std::move(req), v);
         });
         answer_unknown(ctx.sh, resp.topics, all, v);
+        filter_fetched_topics(ctx, resp.topics, all);
         co_return respond(resp, ctx);
     }
     // v8+: several groups, possibly on several cores.
     const unsigned n = splits(ctx.sh);
     std::vector<kafka::OffsetFetchRequest> per_split(n);
     for (auto& p : per_split) p.require_stable = req.require_stable;
-    for (auto& grp : req.groups) per_split[split_of(ctx.sh, grp.group_id)].groups.push_back(grp);
-    kafka::OffsetFetchResponse merged;
     std::vector<kafka::OffsetFetchResponse::OffsetFetchResponseGroup> answers;
+    for (auto& grp : req.groups) {
+        if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, grp.group_id)) {
+            kafka::OffsetFetchResponse::OffsetFetchResponseGroup og;
+            og.group_id = grp.group_id;
+            og.error_code = kerr::group_authorization_failed;
+            answers.push_back(std::move(og));
+            continue;
+        }
+        per_split[split_of(ctx.sh, grp.group_id)].groups.push_back(grp);
+    }
+    kafka::OffsetFetchResponse merged;
     for (unsigned c = 0; c < n; ++c) {
         if (per_split[c].groups.empty()) continue;
         kafka::OffsetFetchRequest* rq = &per_split[c];
@@ -253,6 +326,7 @@ runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFet
             if (a.group_id == grp.group_id) {
                 merged.groups.push_back(a);
                 answer_unknown(ctx.sh, merged.groups.back().topics, !grp.topics, v);
+                filter_fetched_topics(ctx, merged.groups.back().topics, !grp.topics);
                 break;
             }
         }
@@ -268,6 +342,13 @@ runtime::task<std::string> handle_list_groups(request_ctx ctx, kafka::ListGroups
         if (resp.error_code != kerr::none) merged.error_code = resp.error_code;
         for (auto& grp : resp.groups) merged.groups.push_back(std::move(grp));
     }
+    // KafkaApis.handleListGroupsRequest: all with DESCRIBE on the cluster, else the groups the
+    // principal may DESCRIBE.
+    if (!authorized_cluster(ctx, acl::operation::describe)) {
+        std::erase_if(merged.groups, [&](const kafka::ListGroupsResponse::ListedGroup& g) {
+            return !authorized(ctx, acl::operation::describe, acl::resource_type::group, g.group_id);
+        });
+    }
     co_return respond(merged, ctx);
 }
 
@@ -276,8 +357,17 @@ runtime::task<std::string> handle_describe_groups(request_ctx ctx, kafka::Descri
     const unsigned n = splits(ctx.sh);
     std::vector<kafka::DescribeGroupsRequest> per_split(n);
     for (auto& p : per_split) p.include_authorized_operations = req.include_authorized_operations;
-    for (auto& id : req.groups) per_split[split_of(ctx.sh, id)].groups.push_back(id);
     std::vector<kafka::DescribeGroupsResponse::DescribedGroup> answers;
+    for (auto& id : req.groups) {
+        if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, id)) {
+            kafka::DescribeGroupsResponse::DescribedGroup d;
+            d.group_id = id;
+            d.error_code = kerr::group_authorization_failed;
+            answers.push_back(std::move(d));
+            continue;
+        }
+        per_split[split_of(ctx.sh, id)].groups.push_back(id);
+    }
     for (unsigned c = 0; c < n; ++c) {
         if (per_split[c].groups.empty()) continue;
         const kafka::DescribeGroupsRequest* rq = &per_split[c];
@@ -312,8 +402,17 @@ runtime::task<std::string> handle_delete_groups(request_ctx ctx, kafka::DeleteGr
     const std::int16_t v = ctx.version;
     const unsigned n = splits(ctx.sh);
     std::vector<kafka::DeleteGroupsRequest> per_split(n);
-    for (auto& id : req.groups_names) per_split[split_of(ctx.sh, id)].groups_names.push_back(id);
     std::vector<kafka::DeleteGroupsResponse::DeletableGroupResult> answers;
+    for (auto& id : req.groups_names) {
+        if (!authorized(ctx, acl::operation::del, acl::resource_type::group, id)) {
+            kafka::DeleteGroupsResponse::DeletableGroupResult d;
+            d.group_id = id;
+            d.error_code = kerr::group_authorization_failed;
+            answers.push_back(std::move(d));
+            continue;
+        }
+        per_split[split_of(ctx.sh, id)].groups_names.push_back(id);
+    }
     for (unsigned c = 0; c < n; ++c) {
         if (per_split[c].groups_names.empty()) continue;
         kafka::DeleteGroupsRequest* rq = &per_split[c];
@@ -351,9 +450,20 @@ runtime::task<std::string> handle_offset_delete(request_ctx ctx, kafka::OffsetDe
     const std::int16_t v = ctx.version;
     kafka::OffsetDeleteRequest known;
     known.group_id = req.group_id;
+    // KafkaApis.handleOffsetDeleteRequest: DELETE on the group, READ on each topic.
+    if (!authorized(ctx, acl::operation::del, acl::resource_type::group, req.group_id)) {
+        kafka::OffsetDeleteResponse r;
+        r.error_code = kerr::group_authorization_failed;
+        co_return respond(r, ctx);
+    }
+    std::set<std::string> topics_denied;
     for (const auto& t : req.topics) {
         const topic_info* info = ctx.sh.cat->find(t.name);
         if (!info) continue;
+        if (!authorized(ctx, acl::operation::read, acl::resource_type::topic, t.name)) {
+            topics_denied.insert(t.name);
+            continue;
+        }
         kafka::OffsetDeleteRequest::OffsetDeleteRequestTopic kt;
         kt.name = t.name;
         for (const auto& p : t.partitions) {
@@ -380,7 +490,8 @@ runtime::task<std::string> handle_offset_delete(request_ctx ctx, kafka::OffsetDe
         for (const auto& p : t.partitions) {
             kafka::OffsetDeleteResponse::OffsetDeleteResponsePartition rp;
             rp.partition_index = p.partition_index;
-            rp.error_code = kerr::unknown_topic_or_partition;
+            rp.error_code = topics_denied.count(t.name) ? kerr::topic_authorization_failed
+                                                        : kerr::unknown_topic_or_partition;
             for (const auto& at : answer.topics) {
                 if (at.name != t.name) continue;
                 for (const auto& ap : at.partitions) {

@@ -52,6 +52,11 @@ runtime::task<std::string> handle_offset_for_leader_epoch(request_ctx ctx, kafka
             e.leader_epoch = -1;
             e.end_offset = -1;
             const topic_info* info = ctx.sh.cat->find(t.topic);
+            if (!authorized(ctx, acl::operation::describe, acl::resource_type::topic, t.topic)) {
+                e.error_code = kerr::topic_authorization_failed;
+                tr.partitions.push_back(std::move(e));
+                continue;
+            }
             if (!info || p.partition < 0 || p.partition >= info->partitions) {
                 e.error_code = kerr::unknown_topic_or_partition;
                 tr.partitions.push_back(std::move(e));

@@ -96,7 +96,9 @@ runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffse
             pr.partition_index = p.partition_index;
             pr.offset = -1;
             pr.timestamp = -1;
-            if (!info || p.partition_index < 0 || p.partition_index >= info->partitions) {
+            if (!authorized(ctx, acl::operation::describe, acl::resource_type::topic, t.name)) {
+                pr.error_code = kerr::topic_authorization_failed;
+            } else if (!info || p.partition_index < 0 || p.partition_index >= info->partitions) {
                 pr.error_code = kerr::unknown_topic_or_partition;
             } else {
                 issued.push_back(where{r.topics.size(), tr.partitions.size()});

@@ -72,7 +72,11 @@ runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataReque
     // v0: an empty list means every topic; v1+: null means every topic.
     const bool all = !req.topics || (ctx.version == 0 && req.topics->empty());
     if (all) {
-        for (auto& [_, t] : ctx.sh.cat->topics) r.topics.push_back(describe_topic(t, ctx));
+        // KafkaApis.handleTopicMetadataRequest: only the topics the principal may describe.
+        for (auto& [_, t] : ctx.sh.cat->topics) {
+            if (!authorized(ctx, acl::operation::describe, acl::resource_type::topic, t.name)) continue;
+            r.topics.push_back(describe_topic(t, ctx));
+        }
         co_return respond(r, ctx);
     }
     const bool may_create = ctx.sh.cfg().auto_create_topics && (ctx.version < 4 || req.allow_auto_topic_creation);
@@ -91,7 +95,31 @@ runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataReque
         } else {
             t = ctx.sh.cat->find(name);
         }
-        if (!t && may_create && !invalid_topic_name(name)) {
+        if (t && !authorized(ctx, acl::operation::describe, acl::resource_type::topic, t->name)) {
+            // Named (or found by id) but not describable: TOPIC_AUTHORIZATION_FAILED, never its
+            // partitions; by id the name is not revealed.
+            kafka::MetadataResponse::MetadataResponseTopic mt;
+            if (rt.name) mt.name = name;
+            mt.topic_id = rt.name ? kafka::uuid{} : rt.topic_id;
+            mt.error_code = kerr::topic_authorization_failed;
+            r.topics.push_back(std::move(mt));
+            continue;
+        }
+        // Auto-creation needs CREATE on the cluster or the topic (AutoTopicCreationManager);
+        // without it, an unknown topic the principal may describe is just unknown, one it may
+        // not is TOPIC_AUTHORIZATION_FAILED.
+        const bool may_create_this =
+            !t && may_create && !invalid_topic_name(name) &&
+            (authorized_cluster(ctx, acl::operation::create) ||
+             authorized(ctx, acl::operation::create, acl::resource_type::topic, name));
+        if (!t && !may_create_this && !authorized(ctx, acl::operation::describe, acl::resource_type::topic, name)) {
+            kafka::MetadataResponse::MetadataResponseTopic mt;
+            mt.name = name;
+            mt.error_code = kerr::topic_authorization_failed;
+            r.topics.push_back(std::move(mt));
+            continue;
+        }
+        if (!t && may_create_this) {
             const std::int32_t parts = ctx.sh.cfg().default_partitions;
             auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
                 return create_topic(sh0, name, parts, std::map<std::string, std::string>(), false);

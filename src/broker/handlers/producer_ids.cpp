@@ -14,6 +14,13 @@ runtime::task<std::string> handle_init_producer_id(request_ctx ctx, kafka::InitP
         r.error_code = kerr::transactional_id_authorization_failed;
         co_return respond(r, ctx);
     }
+    // KafkaApis.handleInitProducerIdRequest: an idempotent producer needs IDEMPOTENT_WRITE on
+    // the cluster, or WRITE on some topic (authorizeByResourceType).
+    if (!authorized_cluster(ctx, acl::operation::idempotent_write) &&
+        !authorized_any(ctx, acl::operation::write, acl::resource_type::topic)) {
+        r.error_code = kerr::cluster_authorization_failed;
+        co_return respond(r, ctx);
+    }
     // KIP-360: a producer that lost track of its sequences asks for its id with a bumped epoch.
     if (req.producer_id >= 0 && req.producer_epoch >= 0 && req.producer_epoch < 32766) {
         r.producer_id = req.producer_id;

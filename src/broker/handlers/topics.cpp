@@ -61,6 +61,12 @@ runtime::task<std::string> handle_create_topics(request_ctx ctx, kafka::CreateTo
             res.error_code = kerr::invalid_config;
             res.error_message = "Null value not supported for topic configs: " + null_configs;
         }
+        // ControllerApis.createTopics: CREATE on the cluster, else on the topic.
+        if (res.error_code == kerr::none && !authorized_cluster(ctx, acl::operation::create) &&
+            !authorized(ctx, acl::operation::create, acl::resource_type::topic, t.name)) {
+            res.error_code = kerr::topic_authorization_failed;
+            res.error_message = "Authorization failed.";
+        }
         if (res.error_code == kerr::none) {
             std::map<std::string, std::string> configs;
             for (auto& c : t.configs) configs[c.name] = *c.value;
@@ -118,6 +124,13 @@ runtime::task<std::string> handle_delete_topics(request_ctx ctx, kafka::DeleteTo
             continue;
         }
         if (auto* t = ctx.sh.cat->find(name)) res.topic_id = t->id;
+        if (!authorized(ctx, acl::operation::del, acl::resource_type::topic, name)) {
+            res.error_code = kerr::topic_authorization_failed;
+            res.error_message = "Authorization failed.";
+            if (!w.name) res.name.reset(); // by id: the name is not revealed
+            r.responses.push_back(std::move(res));
+            continue;
+        }
         auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) { return delete_topic(sh0, name); });
         res.error_code = out.error;
         if (!out.message.empty() && out.error != kerr::none) res.error_message = out.message;
@@ -131,6 +144,12 @@ runtime::task<std::string> handle_create_partitions(request_ctx ctx, kafka::Crea
     for (auto& t : req.topics) {
         kafka::CreatePartitionsResponse::CreatePartitionsTopicResult res;
         res.name = t.name;
+        if (!authorized(ctx, acl::operation::alter, acl::resource_type::topic, t.name)) {
+            res.error_code = kerr::topic_authorization_failed;
+            res.error_message = "Authorization failed.";
+            r.results.push_back(std::move(res));
+            continue;
+        }
         auto out = co_await on_core(ctx.sh, 0, [&](shard& sh0) {
             return create_partitions(sh0, t.name, t.count, req.validate_only);
         });
