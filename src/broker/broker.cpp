@@ -132,9 +132,9 @@ void register_metrics(shard& sh) {
         sh.throttle_ms[i] = reg.counter("skiff_quota_throttle_ms_total",
                                         "Milliseconds of throttle time asked of clients over their quota.", l);
     }
-    const char* mechanisms[3] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"};
+    const char* mechanisms[4] = {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "other"};
     const char* outcomes[2] = {"success", "failure"};
-    for (int m = 0; m < 3; ++m) {
+    for (int m = 0; m < 4; ++m) {
         for (int o = 0; o < 2; ++o) {
             sh.sasl_authentications[m][o] =
                 reg.counter("skiff_sasl_authentications_total",

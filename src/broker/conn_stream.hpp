@@ -24,6 +24,12 @@ public:
     runtime::task<result<void>> write_all(std::span<const char> buf, std::stop_token st = {}) {
         return _tls ? _tls->write_all(buf, std::move(st)) : _tcp.write_all(buf, std::move(st));
     }
+    // TLS: close_notify before the socket closes (Kafka's SslTransportLayer.close does), so a
+    // client sees an orderly end rather than "unexpected eof". Best effort, bounded by the tls
+    // module (1 s). Nothing for plain TCP.
+    runtime::task<void> shutdown() {
+        if (_tls) co_await _tls->shutdown();
+    }
     void close() noexcept {
         if (_tls) _tls->close();
         _tcp.close();

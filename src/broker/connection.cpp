@@ -281,6 +281,7 @@ runtime::task<void> serve_connection(shard& sh, runtime::tcp_stream sock, const 
     std::stop_callback on_shutdown(sh.stop.get_token(), [&c] { c.stop.request_stop(); });
     co_await runtime::when_all(read_then_mark(&c), writer(&c));
     co_await c.handlers.close();
+    co_await c.stream.shutdown();
     --sh.open_connections;
     c.stream.close();
 }

@@ -84,7 +84,7 @@ quota_meter::quota_meter(quota_config cfg) : _cfg(std::move(cfg)), _table(std::m
 void quota_meter::resolve(entity& e) const {
     // The overflow entity stands for ids past the bound: it gets what an unnamed id would.
     const auto l = &e == &_overflow ? resolve_quota(*_table, _cfg, anonymous_user, std::nullopt)
-                                    : resolve_quota(*_table, _cfg, anonymous_user, e.client_id);
+                                    : resolve_quota(*_table, _cfg, e.user, e.client_id);
     e.rate[0].store(l.produce_bytes_per_second, std::memory_order_relaxed);
     e.rate[1].store(l.fetch_bytes_per_second, std::memory_order_relaxed);
 }
@@ -117,15 +117,27 @@ void quota_meter::set_table(std::shared_ptr<const client_quota_table> t) {
     refresh_limited();
 }
 
-quota_meter::entity& quota_meter::find(std::string_view client_id) {
+namespace {
+// NUL cannot occur in a SASL user name (RFC 5802 saslname / PLAIN's separators).
+std::string entity_key(std::string_view user, std::string_view client_id) {
+    std::string k(user);
+    k += '\0';
+    k += client_id;
+    return k;
+}
+} // namespace
+
+quota_meter::entity& quota_meter::find(std::string_view user, std::string_view client_id) {
+    const std::string key = entity_key(user, client_id);
     std::lock_guard g(_mu);
-    if (auto it = _entities.find(std::string(client_id)); it != _entities.end()) return *it->second;
+    if (auto it = _entities.find(key); it != _entities.end()) return *it->second;
     if (_entities.size() >= max_entities) return _overflow;
     auto e = std::make_unique<entity>();
+    e->user = std::string(user);
     e->client_id = std::string(client_id);
     resolve(*e);
     auto& ref = *e;
-    _entities.emplace(std::string(client_id), std::move(e));
+    _entities.emplace(key, std::move(e));
     return ref;
 }
 
@@ -153,12 +165,13 @@ std::chrono::milliseconds quota_meter::record(entity& e, quota_kind k, std::size
     return std::min(ms, _cfg.max_throttle);
 }
 
-quota_meter::entity& quota_cache::find(std::string_view client_id) {
-    if (auto it = _cache.find(std::string(client_id)); it != _cache.end()) return *it->second;
-    auto& e = _meter.find(client_id);
+quota_meter::entity& quota_cache::find(std::string_view user, std::string_view client_id) {
+    const std::string key = entity_key(user, client_id);
+    if (auto it = _cache.find(key); it != _cache.end()) return *it->second;
+    auto& e = _meter.find(user, client_id);
     // The cache is bounded like the meter: ids past the bound all map to the overflow entity
     // and are looked up in the meter each time (rare: a client inventing ids).
-    if (_cache.size() < quota_meter::max_entities) _cache.emplace(std::string(client_id), &e);
+    if (_cache.size() < quota_meter::max_entities) _cache.emplace(key, &e);
     return e;
 }
 

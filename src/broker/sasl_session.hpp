@@ -23,6 +23,7 @@ struct sasl_session {
     enum class phase { handshake, authenticate, raw_token, authenticated, failed };
     phase state = phase::handshake;
     std::string mechanism;                     // chosen by the last SaslHandshake
+    std::string authenticated_mechanism;       // of the current session (re-authentication keeps it)
     std::unique_ptr<sasl::scram_server> scram; // the SCRAM exchange in progress
     std::string user;                          // authenticated user name ("" before)
     bool reauthenticating = false;             // an exchange on an authenticated connection

@@ -169,9 +169,9 @@ struct shard {
     metrics::counter admission_throttled;  // produce answers that waited for room
     metrics::counter unserved_requests[2]; // requests of an API / a version not served (closed)
     // SASL (handlers/sasl.cpp): authentications by mechanism (PLAIN, SCRAM-SHA-256,
-    // SCRAM-SHA-512) and outcome (success, failure); connections closed for a SASL reason
+    // SCRAM-SHA-512, other) and outcome (success, failure); connections closed for a SASL reason
     // (a request before authentication, an expired session, an illegal state).
-    metrics::counter sasl_authentications[3][2];
+    metrics::counter sasl_authentications[4][2]; // [3]: a mechanism not offered
     metrics::counter sasl_closed[3];
     // TLS handshakes refused on SSL / SASL_SSL listeners: [0] failed, [1] plaintext (not TLS).
     metrics::counter tls_handshake_failures[2];

@@ -43,7 +43,8 @@ struct client_quota_table {
     bool operator==(const client_quota_table&) const = default;
 };
 
-// Until SASL gives connections an identity, every client is Kafka's unauthenticated principal.
+// Kafka's unauthenticated principal: every client of a listener without SASL (or client
+// certificates) is this user.
 inline constexpr std::string_view anonymous_user = "ANONYMOUS";
 
 std::string client_quotas_key(std::string_view ns);

@@ -54,6 +54,7 @@ public:
     quota_meter& operator=(const quota_meter&) = delete;
 
     struct entity {
+        std::string user; // Kafka's user principal name (ANONYMOUS without SASL)
         std::string client_id;
         // Bytes per second by kind (0: unlimited); atomics because a quota change through the
         // Kafka API rewrites them while other cores are measuring.
@@ -67,7 +68,10 @@ public:
     // The client id's meter (created on first sight). Stable for the meter's life. Beyond
     // max_entities distinct client ids, new ones share one meter with the default limits, so
     // a client that invents ids cannot grow the broker's memory.
-    entity& find(std::string_view client_id);
+    // Meters are per (user, client id): a user-level quota limits each of the user's client ids
+    // on its own (Kafka shares it between them; docs/quotas.md).
+    entity& find(std::string_view user, std::string_view client_id);
+    entity& find(std::string_view client_id) { return find("ANONYMOUS", client_id); }
     // Counts `bytes` against the entity's quota at `now_ns`; the throttle time it earned (zero
     // when within the quota or unlimited).
     std::chrono::milliseconds record(entity& e, quota_kind k, std::size_t bytes, std::int64_t now_ns) const noexcept;
@@ -99,7 +103,8 @@ private:
 class quota_cache {
 public:
     explicit quota_cache(quota_meter& m) : _meter(m) {}
-    quota_meter::entity& find(std::string_view client_id);
+    quota_meter::entity& find(std::string_view user, std::string_view client_id);
+    quota_meter::entity& find(std::string_view client_id) { return find("ANONYMOUS", client_id); }
     quota_meter& meter() const noexcept { return _meter; }
 
 private:

@@ -150,7 +150,10 @@ namespace {
 std::int32_t charge_quota(const request_ctx& ctx, quota_kind k, std::size_t bytes) {
     auto& sh = ctx.sh;
     if (!sh.quota || !sh.quota->meter().limits(k)) return 0;
-    auto& entity = sh.quota->find(ctx.client_id);
+    // By user (the SASL or certificate principal's name) and client id, as Kafka resolves quotas.
+    std::string_view user = ctx.ci.principal;
+    if (user.starts_with("User:")) user.remove_prefix(5);
+    auto& entity = sh.quota->find(user, ctx.client_id);
     // The meter is shared by every core: it runs on the process's steady clock.
     const auto wall = std::chrono::steady_clock::now().time_since_epoch();
     const auto t = sh.quota->meter().record(entity, k, bytes, std::chrono::nanoseconds(wall).count());

@@ -25,10 +25,13 @@ bool enabled(const broker_config& cfg, std::string_view mechanism) {
     return std::find(cfg.sasl_mechanisms.begin(), cfg.sasl_mechanisms.end(), mechanism) != cfg.sasl_mechanisms.end();
 }
 
+// The label of skiff_sasl_authentications_total: a mechanism skiff does not offer (a refused
+// handshake) counts as "other", never as one of the three.
 int mechanism_index(std::string_view m) {
+    if (m == "PLAIN") return 0;
     if (m == "SCRAM-SHA-256") return 1;
     if (m == "SCRAM-SHA-512") return 2;
-    return 0;
+    return 3;
 }
 
 // The result of one step of an exchange.
@@ -87,6 +90,7 @@ std::optional<std::string> finish(const request_ctx& ctx, const std::string& pre
     s.state = phase::authenticated;
     s.scram.reset();
     s.reauthenticating = false;
+    s.authenticated_mechanism = s.mechanism;
     ++s.authentications;
     ctx.ci.principal = "User:" + s.user;
     const auto lifetime = ctx.sh.cfg().max_reauth;
@@ -187,6 +191,17 @@ runtime::task<std::string> handle_sasl_authenticate(request_ctx ctx, kafka::Sasl
         co_return respond(r, ctx);
     }
     const std::string previous = s.user;
+    if (s.reauthenticating && s.mechanism != s.authenticated_mechanism) {
+        // SaslServerAuthenticator.reauthenticate: a session keeps its mechanism.
+        sasl::wipe_buffer(req.auth_bytes.data(), req.auth_bytes.size());
+        const std::string why = fmt::format("SASL mechanism '{}' requested by client is not supported for "
+                                            "re-authentication of mechanism '{}'",
+                                            s.mechanism, s.authenticated_mechanism);
+        fail(ctx, why, previous);
+        r.error_code = kerr::sasl_authentication_failed;
+        r.error_message = why;
+        co_return respond(r, ctx);
+    }
     auto out = step(ctx, req.auth_bytes);
     sasl::wipe_buffer(req.auth_bytes.data(), req.auth_bytes.size());
     std::optional<std::string> refused;
