@@ -423,6 +423,7 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
     if (!sh->cfg().http_addr.empty()) {
         http::server_config hc;
         hc.addr = sh->cfg().http_addr;
+        if (sh->cfg().http_tls) hc.tls = sh->shared->tls; // HTTPS with the listeners' certificate
         auto srv = http::server::listen(hc);
         if (!srv) {
             su->fail(srv.error() + " (--http-addr)");
@@ -515,7 +516,8 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         }
         log::info("skiff serving Kafka on {} ({} cores, store {}, namespace '{}', {} topics){}", where,
                   shared.cores, sh->store->describe(), sh->cfg().ns, snap->topics.size(),
-                  http_bound.empty() ? std::string() : ", metrics on http://" + http_bound);
+                  http_bound.empty() ? std::string()
+                                     : fmt::format(", metrics on {}://{}", sh->cfg().http_tls ? "https" : "http", http_bound));
         if (hooks->on_ready) hooks->on_ready(bound->front().to_string(), http_bound);
 
         // Wait for the stop request (from any thread: it is posted to this core).

@@ -7,7 +7,6 @@
 // first suspension, so two produce requests of one connection reach a partition's core in
 // the order they were sent (idempotent producers pipeline up to five).
 #include "connection.hpp"
-#include "conn_stream.hpp"
 #include "handlers.hpp"
 
 #include <skiff/core/log.hpp>
@@ -17,6 +16,7 @@
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/tls/any_stream.hpp>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -39,7 +39,7 @@ struct pending {
 
 struct conn_state {
     shard* sh = nullptr;
-    conn_stream stream;
+    tls::any_stream stream;
     conn_info info;
     std::string peer;
     std::deque<std::shared_ptr<pending>> queue;
@@ -230,10 +230,10 @@ namespace {
 // SSL and SASL_SSL listeners: the TLS handshake, on this connection's own coroutine so a slow
 // or hostile client never holds up the accept loop. A client certificate names the principal
 // (SSL; on SASL_SSL the SASL user does). nullopt: refused, counted and logged without secrets.
-runtime::task<std::optional<conn_stream>> open_stream(shard& sh, runtime::tcp_stream sock,
+runtime::task<std::optional<tls::any_stream>> open_stream(shard& sh, runtime::tcp_stream sock,
                                                       const listener_config* listener, conn_info& info,
                                                       const std::string& peer) {
-    if (!listener || !uses_tls(listener->protocol)) co_return conn_stream(std::move(sock));
+    if (!listener || !uses_tls(listener->protocol)) co_return tls::any_stream(std::move(sock));
     auto ctx = sh.shared->tls->current();
     auto st = sh.stop.get_token();
     auto s = co_await tls::stream::accept(std::move(ctx), std::move(sock), st, sh.cfg().tls_handshake_timeout);
@@ -249,7 +249,7 @@ runtime::task<std::optional<conn_stream>> open_stream(shard& sh, runtime::tcp_st
     }
     if (const auto& p = s->peer_principal()) info.principal = "User:" + *p;
     log::debug("connection {}: {} {} as {}", peer, s->protocol(), s->cipher(), info.principal);
-    co_return conn_stream(std::move(*s));
+    co_return tls::any_stream(std::move(*s));
 }
 } // namespace
 

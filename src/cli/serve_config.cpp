@@ -50,6 +50,9 @@ const serve_flag flags[] = {
      [](const cfg_t& c) { return ms(c.max_reauth); }},
     {"failed-auth-delay-ms", value_kind::number, "MS", "a failed SASL authentication is answered this late",
      [](const cfg_t& c) { return ms(c.failed_auth_delay); }},
+    {"http-tls", value_kind::boolean, "",
+     "serve the metrics/traces/health endpoint over HTTPS with the --tls-cert-file certificate",
+     [](const cfg_t& c) { return yes_no(c.http_tls); }},
     {"tls-cert-file", value_kind::text, "FILE",
      "PEM certificate (then its intermediates) of SSL and SASL_SSL listeners; reloaded on SIGHUP"},
     {"tls-key-file", value_kind::text, "FILE", "PEM private key of that certificate (unencrypted)"},
@@ -346,6 +349,7 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
         }
         if (cfg.sasl_mechanisms.empty()) return failure{std::string("--sasl-mechanisms is empty")};
     }
+    if (auto e = boolean(s, "http-tls", cfg.http_tls)) return failure{*e};
     if (auto* v = text("tls-cert-file")) cfg.tls.cert_file = *v;
     if (auto* v = text("tls-key-file")) cfg.tls.key_file = *v;
     if (auto* v = text("tls-ca-file")) cfg.tls.ca_file = *v;
@@ -519,8 +523,10 @@ std::optional<std::string> contradiction(const serve_options& o, const broker::b
         }
     }
     if (cfg.uses_tls() && (cfg.tls.cert_file.empty() || cfg.tls.key_file.empty())) {
-        return std::string("an SSL or SASL_SSL listener needs --tls-cert-file and --tls-key-file");
+        return std::string(cfg.http_tls ? "--http-tls" : "an SSL or SASL_SSL listener") +
+               " needs --tls-cert-file and --tls-key-file";
     }
+    if (cfg.http_tls && cfg.http_addr.empty()) return std::string("--http-tls needs an --http-addr");
     if (cfg.tls.client_auth_mode != tls::client_auth::none && cfg.tls.ca_file.empty()) {
         return fmt::format("{} needs --tls-ca-file (the CA client certificates chain to)", named("tls-client-auth"));
     }

@@ -3,6 +3,7 @@
 // closed, with a lingering close so the client reads the answer before the socket goes away.
 #include <skiff/core/log.hpp>
 #include <skiff/http/server.hpp>
+#include <skiff/tls/any_stream.hpp>
 #include <skiff/core/ascii.hpp>
 #include <skiff/core/percent.hpp>
 #include <skiff/runtime/errc.hpp>
@@ -108,7 +109,7 @@ server::response plain(int status, std::string_view why) {
                             fmt::format("{} {}{}{}\n", status, server::reason(status), why.empty() ? "" : ": ", why));
 }
 
-runtime::task<result<void>> send_response(runtime::tcp_stream& s, const server::response& r, bool head_only,
+runtime::task<result<void>> send_response(tls::any_stream& s, const server::response& r, bool head_only,
                                           bool keep_alive, std::stop_token st) {
     const std::string head = status_line_and_headers(r.status, r, r.body.size(), keep_alive);
     if (head_only || r.body.empty()) co_return co_await s.write_all(head, st);
@@ -122,7 +123,7 @@ runtime::task<result<void>> send_response(runtime::tcp_stream& s, const server::
 }
 
 // Reads up to 16 KiB more into buf. 0 means the peer closed.
-runtime::task<result<std::size_t>> read_more(runtime::tcp_stream& s, std::string& buf, std::stop_token st) {
+runtime::task<result<std::size_t>> read_more(tls::any_stream& s, std::string& buf, std::stop_token st) {
     const std::size_t old = buf.size();
     buf.resize(old + 16 * 1024);
     auto n = co_await s.read_some(std::span<char>(buf.data() + old, 16 * 1024), st);
@@ -132,8 +133,8 @@ runtime::task<result<std::size_t>> read_more(runtime::tcp_stream& s, std::string
 
 // After an error answer: stop sending, drain what the client still sends (briefly), then
 // close, so the kernel does not reset the connection under the unread answer.
-runtime::task<void> lingering_close(runtime::tcp_stream& s, std::stop_token parent) {
-    s.shutdown_write();
+runtime::task<void> lingering_close(tls::any_stream& s, std::stop_token parent) {
+    co_await s.shutdown();
     runtime::deadline_scope scope(runtime::reactor::local().now() + 1s, parent);
     std::string sink;
     std::size_t drained = 0;
@@ -303,12 +304,29 @@ namespace {
 
 // One connection: requests in order (pipelining included) until close, error or shutdown.
 runtime::task<void> serve_connection(server::impl* im, server::stats* stats,
-                                     runtime::tcp_stream s) {
+                                     runtime::tcp_stream sock) {
     ++stats->open;
     int one = 1;
-    ::setsockopt(s.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::setsockopt(sock.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const server_config& cfg = im->cfg;
     const std::stop_token stop = im->connections.stop_token();
+    tls::any_stream s;
+    if (cfg.tls) {
+        const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.request_timeout);
+        auto peer = sock.peer_address();
+        auto t = co_await tls::stream::accept(cfg.tls->current(), std::move(sock), stop, timeout);
+        if (!t) {
+            ++stats->tls_failures;
+            if (!runtime::is_cancelled(t.error())) {
+                log::warn("http: TLS handshake with {} failed: {}", peer.to_string(), t.error().message());
+            }
+            --stats->open;
+            co_return;
+        }
+        s = tls::any_stream(std::move(*t));
+    } else {
+        s = tls::any_stream(std::move(sock));
+    }
     std::string buf;
     bool keep_alive = true;
     while (keep_alive && !stop.stop_requested()) {
@@ -419,6 +437,7 @@ runtime::task<void> serve_connection(server::impl* im, server::stats* stats,
         auto w = co_await send_response(s, resp, head_only, keep_alive, scope.token());
         if (!w) break;
     }
+    if (s.is_tls()) co_await s.shutdown(); // close_notify
     s.close();
     --stats->open;
 }

@@ -21,6 +21,7 @@ client certificates of that CA and of another one).
     test_tls.py --skiff build/src/cli/skiff
 """
 import glob
+import json
 import os
 import random
 import re
@@ -33,6 +34,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -695,6 +698,35 @@ def test_chain_and_key_files(t):
         t.log(f"--check with {what}: exit {rc}: {lines[0].strip()}")
 
 
+def test_https_endpoint(t):
+    """--http-tls: the metrics/health endpoint speaks HTTPS with the listeners' certificate;
+    plain HTTP to it gets no answer and is counted nowhere else; the Kafka listeners are not
+    affected."""
+    certs = Certs(t)
+    b = tls_broker(t, certs, extra_args=["--http-tls"])
+    url = f"https://127.0.0.1:{b.http_port}"
+    ctx = ssl.create_default_context(cafile=certs.ca)
+    body = urllib.request.urlopen(url + "/health", context=ctx, timeout=10).read()
+    assert b'"status":"up"' in body, body
+    doc = json.loads(urllib.request.urlopen(url + "/metrics", context=ctx, timeout=10).read())
+    assert "skiff_tls_handshake_failures_total" in doc["counters"], "metrics over HTTPS lack the TLS counters"
+    t.log(f"HTTPS /health and /metrics answered with the listeners' certificate on {url}")
+    # Plain HTTP: no HTTP answer comes back.
+    with socket.create_connection(("127.0.0.1", b.http_port), timeout=10) as raw:
+        raw.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        took = wait_closed(raw, 15, "plain HTTP to the HTTPS endpoint")
+    t.log(f"plain HTTP to the HTTPS endpoint closed after {took:.2f} s without an answer")
+    assert "metrics on https://" in b.log_since_start(), "the start line does not say https"
+    # An untrusted client refuses the endpoint.
+    other = ssl.create_default_context(cafile=certs.other_ca)
+    try:
+        urllib.request.urlopen(url + "/health", context=other, timeout=10).read()
+        raise AssertionError("a client trusting another CA accepted the endpoint")
+    except urllib.error.URLError:
+        pass
+    kcat_roundtrip(t, b, certs.ca, 10)
+
+
 def test_close_notify_on_shutdown(t):
     """A broker that drains ends its TLS connections with close_notify (Kafka's
     SslTransportLayer.close), so clients see an orderly end, not "unexpected eof" (found by
@@ -766,5 +798,5 @@ def test_secrets(t):
 if __name__ == "__main__":
     broker.main([(test_kcat_ssl, 120), (test_confluent_sasl_ssl, 240), (test_kafkajs, 360), (test_mtls, 180),
                  (test_sighup_reload, 180), (test_bad_input, 240), (test_chain_and_key_files, 120),
-                 (test_close_notify_on_shutdown, 60),
+                 (test_close_notify_on_shutdown, 60), (test_https_endpoint, 60),
                  (test_secrets, 180)])

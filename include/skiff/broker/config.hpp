@@ -50,7 +50,11 @@ struct broker_config {
     tls::server_config tls;
     std::shared_ptr<tls::context_holder> tls_context;
     std::chrono::milliseconds tls_handshake_timeout{10000};
+    // HTTPS on the observability endpoint, with the same certificate (and client-certificate
+    // setting) as the TLS listeners.
+    bool http_tls = false;
     bool uses_tls() const {
+        if (http_tls) return true;
         for (const auto& l : effective_listeners()) {
             if (broker::uses_tls(l.protocol)) return true;
         }

@@ -20,6 +20,7 @@
 #include <skiff/runtime/clock.hpp>
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
+#include <skiff/tls/context.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -43,6 +44,9 @@ struct server_config {
     // Deadline for receiving one whole request, counted from when the server starts waiting
     // for it (so it is also the keep-alive idle timeout) and for sending its answer.
     runtime::duration request_timeout = std::chrono::seconds(30);
+    // HTTPS: every connection starts with a TLS handshake (bounded by request_timeout) with the
+    // holder's current certificate; a reload applies to new connections. Null: plain HTTP.
+    std::shared_ptr<tls::context_holder> tls;
 };
 
 class server {
@@ -84,6 +88,7 @@ public:
         std::uint64_t requests = 0;     // answered (any status)
         std::uint64_t bad_requests = 0; // 400/413/431/501/505
         std::uint64_t rejected = 0;     // connections turned away over max_connections
+        std::uint64_t tls_failures = 0; // HTTPS: handshakes refused (plaintext, bad certificates)
         std::size_t open = 0;
     };
 

@@ -65,6 +65,7 @@ const std::map<std::string, std::string> sample_values = {
     {"tls-ca-file", "\"/etc/skiff/ca.pem\""},
     {"tls-client-auth", "\"requested\""},
     {"tls-min-version", "\"TLSv1.3\""},
+    {"http-tls", "false"},
     {"max-reauth-ms", "60000"},
     {"failed-auth-delay-ms", "50"},
     {"data-dir", "\"/var/lib/skiff\""},
@@ -467,6 +468,7 @@ TEST_CASE("TLS and authorization settings are checked", "[cli][serve_config]") {
     CHECK(error_of({"--listeners", "SSL://127.0.0.1:1"}) ==
           "an SSL or SASL_SSL listener needs --tls-cert-file and --tls-key-file");
     CHECK(error_of({"--tls-client-auth", "required"}).find("needs --tls-ca-file") != std::string::npos);
+    CHECK(error_of({"--http-tls"}) == "--http-tls needs --tls-cert-file and --tls-key-file");
     CHECK(error_of({"--tls-client-auth", "maybe"}) == "--tls-client-auth must be none, requested or required, not 'maybe'");
     CHECK(error_of({"--tls-min-version", "TLSv1.1"}) == "--tls-min-version must be TLSv1.2 or TLSv1.3, not 'TLSv1.1'");
     CHECK(error_of({"--authorizer", "ranger"}) == "--authorizer must be none or acl, not 'ranger'");
