@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 
 namespace skiff::broker {
@@ -98,15 +99,20 @@ std::size_t frame_limit(const conn_state& c, std::size_t configured) {
 // Requests at least this large are handed over in the read buffer instead of copied out.
 constexpr std::size_t large_frame = 64 * 1024;
 
+// The read buffer holds `len` bytes of data; its size beyond that is room already allocated
+// and never zero-filled again: a read that returns less than asked (every read over TLS ends at
+// a 16 KiB record) leaves the room for the next one instead of shrinking the string and growing
+// it, zero-filled, before each read (it cost SASL_SSL ~3 CPU-s/GB in memset; docs/benchmarks.md).
 runtime::task<void> reader(conn_state* c) {
     std::string buf;
+    std::size_t len = 0;
     std::size_t start = 0;
     const std::size_t max_frame = c->sh->cfg().max_frame_bytes;
     auto st = c->stop.get_token();
     for (;;) {
         // Frames already buffered.
         for (;;) {
-            std::span<const char> avail(buf.data() + start, buf.size() - start);
+            std::span<const char> avail(buf.data() + start, len - start);
             auto size = kafka::peek_frame_size(avail, frame_limit(*c, max_frame));
             if (!size) {
                 log::warn("connection {}: {}; closing it", c->peer, size.error().message);
@@ -120,15 +126,17 @@ runtime::task<void> reader(conn_state* c) {
                 auto slept = co_await runtime::sleep_until(until, st);
                 if (!slept) co_return;
             }
-            // A large request that ends the buffer takes the buffer itself (a produce of
+            // A large request that ends the data takes the buffer itself (a produce of
             // megabytes is then never copied here); small ones are copied out of it.
             std::string frame;
             std::size_t at = 0;
             const std::size_t end = start + kafka::size_prefix_bytes + **size;
-            if (**size >= large_frame && end == buf.size()) {
+            if (**size >= large_frame && end == len) {
                 at = start + kafka::size_prefix_bytes;
+                buf.resize(len); // shrinking writes nothing
                 frame = std::move(buf);
                 buf = std::string();
+                len = 0;
                 start = 0;
             } else {
                 frame.assign(avail.data() + kafka::size_prefix_bytes, **size);
@@ -149,34 +157,33 @@ runtime::task<void> reader(conn_state* c) {
                 slot->close_after = true;
             }
         }
-        if (start > 0 && (start == buf.size() || start > (1u << 20))) {
-            buf.erase(0, start);
+        if (start > 0 && (start == len || start > (1u << 20))) {
+            std::memmove(buf.data(), buf.data() + start, len - start);
+            len -= start;
             start = 0;
         }
         // Read more: at least 64 KiB of room, more when a large frame is announced. The rest of
-        // a large frame is read exactly, so that it ends the buffer (and moves, uncopied, to
-        // its handler) even when the client pipelines the next request behind it.
+        // a large frame is read exactly, so that it ends the data (and moves, uncopied, to its
+        // handler) even when the client pipelines the next request behind it.
         std::size_t want = 64 * 1024;
-        if (buf.size() - start >= kafka::size_prefix_bytes) {
-            auto size = kafka::peek_frame_size(std::span<const char>(buf.data() + start, buf.size() - start),
+        if (len - start >= kafka::size_prefix_bytes) {
+            auto size = kafka::peek_frame_size(std::span<const char>(buf.data() + start, len - start),
                                                frame_limit(*c, max_frame));
             if (size && *size) {
-                const std::size_t rest = kafka::size_prefix_bytes + **size - (buf.size() - start);
+                const std::size_t rest = kafka::size_prefix_bytes + **size - (len - start);
                 want = **size >= large_frame ? rest : std::max(want, rest);
             }
         }
-        const std::size_t old = buf.size();
-        buf.resize(old + want);
-        auto n = co_await c->stream.read_some(std::span<char>(buf.data() + old, want), st);
+        if (buf.size() < len + want) buf.resize(len + want);
+        auto n = co_await c->stream.read_some(std::span<char>(buf.data() + len, want), st);
         if (!n || *n == 0) {
-            buf.resize(old);
             if (!n && !runtime::is_cancelled(n.error())) {
                 log::debug("connection {}: read failed: {}", c->peer, n.error().message());
             }
-            if (old > start) log::debug("connection {}: closed with a partial request", c->peer);
+            if (len > start) log::debug("connection {}: closed with a partial request", c->peer);
             co_return;
         }
-        buf.resize(old + *n);
+        len += *n;
     }
 }
 
