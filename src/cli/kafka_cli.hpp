@@ -1,6 +1,7 @@
-// What the Kafka commands of the `skiff` binary (topic, cluster, group, produce, consume)
-// share: the common flags, running a client coroutine from main, error sentences and exit
-// codes, tables for people and JSON for scripts.
+// What the Kafka commands of the `skiff` binary (topic, cluster, group, produce, consume, user)
+// share: the common flags (security included: TLS and SASL, docs/cli.md "Security"), running a
+// client coroutine from main, error sentences and exit codes, tables for people and JSON for
+// scripts.
 //
 // A command's shape (see topic_cmd.cpp):
 //
@@ -18,6 +19,8 @@
 
 #include <skiff/client/client.hpp>
 #include <skiff/client/errc.hpp>
+#include <skiff/client/security.hpp>
+#include <skiff/core/result.hpp>
 #include <skiff/runtime/task.hpp>
 
 #include <CLI/CLI.hpp>
@@ -27,15 +30,19 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace skiff::cli {
 
 // Exit codes of every Kafka command (also in each command's --help, `exit_codes_help`).
 inline constexpr int exit_ok = 0;
-inline constexpr int exit_broker_error = 1; // the broker answered with an error (or a check failed)
-inline constexpr int exit_usage = 2;        // bad arguments
-inline constexpr int exit_unreachable = 3;  // cannot connect to a broker, or it did not answer in time
+inline constexpr int exit_broker_error = 1; // the broker answered with an error (or a check failed),
+                                            // or refused the SASL credentials
+inline constexpr int exit_usage = 2;        // bad arguments (security settings included)
+inline constexpr int exit_unreachable = 3;  // cannot connect to a broker, the TLS handshake failed, or
+                                            // the broker did not answer in time
 inline constexpr int exit_protocol = 4;     // the answer was not understood / no common API version
 extern const char* const exit_codes_help;   // a footer for --help listing the codes above
 
@@ -45,12 +52,41 @@ struct kafka_options {
     int timeout_ms = 30000;                 // per request; connecting gets the same budget
     std::string client_id = "skiff-cli";
 
+    // Security (empty: not given; a flag or its SKIFF_* variable wins over --command-config).
+    std::string security_protocol;  // PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+    std::string sasl_mechanism;     // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512
+    std::string sasl_username;
+    std::string sasl_password_file; // else SKIFF_SASL_PASSWORD, else sasl.jaas.config's password
+    std::string ssl_ca_file;
+    std::string ssl_cert_file;
+    std::string ssl_key_file;
+    std::string command_config;     // a Java-style properties file (kafka-topics.sh --command-config)
+
+    // Brokers, timeouts and client id; security is PLAINTEXT (see security()).
     client::client_config config() const;
+    // The security settings from the flags, SKIFF_SASL_PASSWORD and --command-config, checked
+    // (reads the password and properties files). The error is one sentence: a usage error.
+    result<client::security_config, std::string> security() const;
 };
 
-// Adds --brokers/-b (SKIFF_BROKERS), --json (SKIFF_JSON), --timeout-ms (SKIFF_TIMEOUT_MS) and
-// --client-id (SKIFF_CLIENT_ID) to `app`.
+// Adds --brokers/-b (SKIFF_BROKERS), --json (SKIFF_JSON), --timeout-ms (SKIFF_TIMEOUT_MS),
+// --client-id (SKIFF_CLIENT_ID) and the security flags (--security-protocol, --sasl-mechanism,
+// --sasl-username, --sasl-password-file, --ssl-ca-file, --ssl-cert-file, --ssl-key-file,
+// --command-config; SKIFF_SECURITY_PROTOCOL etc.) to `app`.
 void add_kafka_options(CLI::App& app, kafka_options& o);
+
+// A Java-style .properties text (Kafka's --command-config files): key/value pairs in order,
+// with '#'/'!' comments, '=' / ':' / blank separators, backslash escapes and continuations.
+std::vector<std::pair<std::string, std::string>> parse_properties(std::string_view text);
+
+// The options of a JAAS entry such as sasl.jaas.config's
+//   org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";
+// module: the login module's class name. Error: one sentence (not naming any value).
+struct jaas_entry {
+    std::string module;
+    std::vector<std::pair<std::string, std::string>> options;
+};
+result<jaas_entry, std::string> parse_jaas(std::string_view text);
 
 // Parses `args` (without the program and command names) into `app`. nullopt: go on; otherwise
 // the exit code to return now (0 after --help, exit_usage after an error, both printed).

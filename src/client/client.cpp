@@ -50,6 +50,9 @@ runtime::task<result<void, error>> client::connect(std::stop_token st) {
         auto ct = connect_to(address);
         auto c = co_await std::move(ct);
         if (!c) {
+            // Refused credentials or certificates would be refused by every broker: stop here
+            // rather than hammer the cluster (and its failed-login delays) with them.
+            if (c.error().is_security()) co_return failure{c.error()};
             last = c.error();
             continue;
         }
@@ -57,7 +60,14 @@ runtime::task<result<void, error>> client::connect(std::stop_token st) {
         std::optional<std::vector<std::string>> none(std::vector<std::string>{});
         auto mt = metadata(std::move(none));
         auto md = co_await std::move(mt);
-        if (!md) co_return failure{md.error()};
+        if (!md) {
+            error e = md.error();
+            // A SASL listener answers ApiVersions, then closes on any request before SASL.
+            if (e.code == errc::disconnected && !_cfg.security().uses_sasl()) {
+                e.message += " instead of answering Metadata: does the listener require SASL (SASL_PLAINTEXT or SASL_SSL)?";
+            }
+            co_return failure{e};
+        }
         co_return ok();
     }
     co_return failure{*last};
@@ -81,6 +91,7 @@ runtime::task<result<connection*, error>> client::any_connection() {
             _any = address;
             co_return *c;
         }
+        if (c.error().is_security()) co_return failure{c.error()};
         last = c.error();
     }
     co_return failure{last.value_or(error(errc::bad_address, "no broker address given"))};
@@ -181,6 +192,7 @@ runtime::task<result<connection*, error>> client::coordinator_connection(const s
         auto ct = connect_to(cached->second);
         auto c = co_await std::move(ct);
         if (c) co_return *c;
+        if (c.error().is_security()) co_return failure{c.error()};
         _coordinators.erase(cached);
     }
     const std::string what = std::string(key_type == 0 ? "group" : "transactional id") + " '" + key + "'";

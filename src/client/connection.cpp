@@ -4,6 +4,10 @@
 // interleave on the socket). https://kafka.apache.org/protocol.html#protocol_network
 #include <skiff/client/connection.hpp>
 #include <skiff/runtime/timer.hpp>
+#include <skiff/sasl/plain.hpp>
+#include <skiff/sasl/scram_client.hpp>
+#include <skiff/tls/context.hpp>
+#include <skiff/tls/stream.hpp>
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -72,6 +76,49 @@ result<runtime::socket_address, error> resolve(const std::string& address) {
     return a;
 }
 
+// The host part of "host:port" ("[::1]:9092" -> "::1"): what the broker's certificate must name.
+std::string host_of(const std::string& address) {
+    auto colon = address.rfind(':');
+    std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    return host;
+}
+
+// Built per connection: the name to check is the host this connection reached, and a broker
+// list may name several hosts. Reads the PEM files (blocking; a command-line client opens a
+// handful of connections).
+result<std::shared_ptr<const tls::context>, error> client_tls_context(const std::string& address,
+                                                                      const security_config& sec) {
+    tls::client_config c;
+    c.ca_file = sec.ssl_ca_file;
+    c.cert_file = sec.ssl_cert_file;
+    c.key_file = sec.ssl_key_file;
+    if (sec.ssl_verify_hostname) c.server_name = host_of(address);
+    auto ctx = tls::context::make_client(c);
+    if (!ctx) return failure{error(errc::bad_config, "TLS settings: " + ctx.error().message)};
+    return std::move(*ctx);
+}
+
+error tls_error(const std::string& address, const std::error_code& ec) {
+    std::string why = sys_text(ec);
+    if (ec == tls::errc::certificate_invalid) {
+        why += " (is the CA file the one that signed the broker's certificate, and does the certificate name " +
+               host_of(address) + "?)";
+    } else if (ec == tls::errc::closed || ec == tls::errc::not_tls || ec == tls::errc::protocol_error) {
+        why += " (is it a TLS listener?)";
+    }
+    return error(errc::tls_failed, "TLS handshake with " + address + " failed: " + why);
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) {
+        if (!out.empty()) out += ", ";
+        out += s;
+    }
+    return out.empty() ? std::string("none") : out;
+}
+
 std::int32_t read_be32(const char* p) noexcept {
     const auto* u = reinterpret_cast<const unsigned char*>(p);
     return static_cast<std::int32_t>((std::uint32_t{u[0]} << 24) | (std::uint32_t{u[1]} << 16) |
@@ -87,7 +134,7 @@ struct connection::pending {
     runtime::oneshot<result<std::string, error>> done; // the frame after its size prefix
 };
 
-connection::connection(std::string address, connection_options opts, runtime::tcp_stream stream)
+connection::connection(std::string address, connection_options opts, tls::any_stream stream)
     : _address(std::move(address)), _opts(std::move(opts)), _stream(std::move(stream)) {}
 
 connection::~connection() {
@@ -102,7 +149,7 @@ runtime::task<result<std::unique_ptr<connection>, error>> connection::open(std::
                                                                            std::stop_token st) {
     auto addr = resolve(address);
     if (!addr) co_return failure{addr.error()};
-    runtime::tcp_stream stream;
+    runtime::tcp_stream tcp;
     {
         runtime::deadline_scope scope(runtime::reactor::local().now() + opts.connect_timeout, st);
         auto ct = runtime::tcp_stream::connect(*addr, scope.token());
@@ -115,7 +162,29 @@ runtime::task<result<std::unique_ptr<connection>, error>> connection::open(std::
             }
             co_return failure{connect_error(address, s.error())};
         }
-        stream = std::move(*s);
+        tcp = std::move(*s);
+    }
+    tls::any_stream stream;
+    if (opts.security.uses_tls()) {
+        auto ctx = client_tls_context(address, opts.security);
+        if (!ctx) {
+            tcp.close();
+            co_return failure{ctx.error()};
+        }
+        const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(opts.connect_timeout);
+        auto ht = tls::stream::connect(std::move(*ctx), std::move(tcp), st, limit);
+        auto h = co_await std::move(ht);
+        if (!h) {
+            if (st.stop_requested()) co_return failure{error(errc::cancelled, "connecting to " + address + " was cancelled")};
+            if (h.error() == runtime::errc::timed_out) {
+                co_return failure{error(errc::tls_failed, "TLS handshake with " + address + " failed: no answer within " +
+                                                              ms_text(opts.connect_timeout) + " (is it a TLS listener?)")};
+            }
+            co_return failure{tls_error(address, h.error())};
+        }
+        stream = tls::any_stream(std::move(*h));
+    } else {
+        stream = tls::any_stream(std::move(tcp));
     }
     std::unique_ptr<connection> c(new connection(address, std::move(opts), std::move(stream)));
     auto spawned = c->_gate.spawn(read_loop(c.get()));
@@ -124,9 +193,144 @@ runtime::task<result<std::unique_ptr<connection>, error>> connection::open(std::
     auto n = co_await std::move(nt);
     if (!n) {
         co_await c->close();
-        co_return failure{n.error()};
+        error e = n.error();
+        // A TLS listener closes on the first plaintext frame (it reads as a huge TLS record).
+        if (e.code == errc::disconnected && !c->_opts.security.uses_tls()) {
+            e.message += " during ApiVersions: is it a TLS listener (SSL or SASL_SSL)?";
+        }
+        co_return failure{e};
+    }
+    if (c->_opts.security.uses_sasl()) {
+        auto at = c->authenticate(st);
+        auto a = co_await std::move(at);
+        if (!a) {
+            co_await c->close();
+            co_return failure{a.error()};
+        }
     }
     co_return std::move(c);
+}
+
+// KIP-152: SaslHandshake v1 names the mechanism, then the tokens travel in SaslAuthenticate
+// requests, so a refusal comes back as a Kafka error with the broker's message (v0's raw
+// tokens would only close the connection).
+runtime::task<result<void, error>> connection::authenticate(std::stop_token st) {
+    const security_config& sec = _opts.security;
+    const std::string mechanism = sec.sasl_mechanism;
+    if (!known_sasl_mechanism(mechanism)) {
+        co_return failure{error(errc::bad_config, "unknown SASL mechanism '" + mechanism +
+                                                      "' (skiff speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512)")};
+    }
+    if (sec.sasl_username.empty()) co_return failure{error(errc::bad_config, "SASL needs a user name")};
+    if (sec.sasl_password.empty()) co_return failure{error(errc::bad_config, "SASL needs a password")};
+    auto hv = _versions.pick(kafka::api_key::sasl_handshake, std::int16_t{1});
+    auto av = _versions.pick(kafka::api_key::sasl_authenticate);
+    if (!hv || *hv < 1 || !av) {
+        co_return failure{error(errc::unsupported_version, "broker at " + _address +
+                                                               " does not support SaslHandshake v1 and SaslAuthenticate")};
+    }
+    if (st.stop_requested()) co_return failure{error(errc::cancelled, "connecting to " + _address + " was cancelled")};
+    kafka::SaslHandshakeRequest hs;
+    hs.mechanism = mechanism;
+    request_options o;
+    o.timeout = _opts.connect_timeout;
+    o.max_version = 1;
+    auto ht = send(std::move(hs), o);
+    auto h = co_await std::move(ht);
+    if (!h) co_return failure{h.error()};
+    if (h->error_code == kafka::error_code::unsupported_sasl_mechanism) {
+        co_return failure{error(errc::authentication_failed, "the broker does not offer SASL mechanism " + mechanism +
+                                                                 " (it offers " + join(h->mechanisms) + ")")};
+    }
+    if (h->error_code == kafka::error_code::illegal_sasl_state) {
+        co_return failure{error(errc::authentication_failed, "authentication failed: the listener at " + _address +
+                                                                 " does not use SASL (ILLEGAL_SASL_STATE); check the "
+                                                                 "security protocol")};
+    }
+    if (h->error_code != kafka::error_code::none) {
+        co_return failure{error(errc::authentication_failed, "authentication failed: the broker refused SaslHandshake (" +
+                                                                 std::string(kafka::name(h->error_code)) + ")")};
+    }
+
+    if (mechanism == "PLAIN") {
+        // RFC 4616: authzid NUL authcid NUL passwd, with an empty authzid.
+        std::string token;
+        token.reserve(sec.sasl_username.size() + sec.sasl_password.size() + 2);
+        token.push_back('\0');
+        token += sec.sasl_username;
+        token.push_back('\0');
+        token += sec.sasl_password;
+        auto t = sasl_step(std::move(token), mechanism);
+        auto r = co_await std::move(t);
+        if (!r) co_return failure{r.error()};
+        co_return ok();
+    }
+
+    const auto m = sasl::mechanism_from_name(mechanism);
+    sasl::scram_client scram(sasl::scram_client::options{*m, sec.sasl_username, sec.sasl_password, ""});
+    auto first = scram.first_message();
+    if (!first) {
+        co_return failure{error(errc::bad_config, "the SASL user name is not valid for SCRAM (empty, too long or not UTF-8)")};
+    }
+    auto t1 = sasl_step(std::move(*first), mechanism);
+    auto server_first = co_await std::move(t1);
+    if (!server_first) co_return failure{server_first.error()};
+    auto final_ = scram.final_message(*server_first);
+    if (!final_) {
+        std::string why;
+        if (!scram.server_error().empty()) {
+            why = "the broker answered " + scram.server_error();
+        } else if (final_.error() == sasl::errc::invalid_credential) {
+            why = "the broker's SCRAM parameters are outside Kafka's bounds (4096 to 16384 iterations)";
+        } else {
+            why = "the broker's SCRAM server-first message is invalid or does not extend our nonce";
+        }
+        co_return failure{error(errc::authentication_failed, "authentication failed: " + why)};
+    }
+    auto t2 = sasl_step(std::move(*final_), mechanism);
+    auto server_final = co_await std::move(t2);
+    if (!server_final) co_return failure{server_final.error()};
+    auto verified = scram.verify_final(*server_final);
+    if (!verified) {
+        std::string why;
+        if (!scram.server_error().empty()) {
+            why = "the broker answered " + scram.server_error();
+        } else if (verified.error() == sasl::errc::bad_proof) {
+            // Mutual authentication (RFC 5802 §5): the broker must prove it holds the credential.
+            why = "the broker's SCRAM server signature is wrong, so it does not hold this user's credential";
+        } else {
+            why = "the broker's SCRAM server-final message is invalid";
+        }
+        co_return failure{error(errc::authentication_failed, "authentication failed: " + why)};
+    }
+    co_return ok();
+}
+
+// One SaslAuthenticate round trip: `bytes` out (wiped here), the broker's bytes back; a refusal
+// is authentication_failed with the broker's own message.
+runtime::task<result<std::string, error>> connection::sasl_step(std::string bytes, const std::string& mechanism) {
+    kafka::SaslAuthenticateRequest req;
+    req.auth_bytes = bytes;
+    sasl::wipe_buffer(bytes.data(), bytes.capacity());
+    request_options o;
+    o.timeout = _opts.connect_timeout;
+    auto t = send(std::move(req), o);
+    auto r = co_await std::move(t);
+    if (!r) {
+        // The broker closes the connection after a refused exchange; a close without an answer
+        // reads the same here.
+        if (r.error().code == errc::disconnected) {
+            co_return failure{error(errc::authentication_failed, "authentication failed: the broker at " + _address +
+                                                                     " closed the connection during SASL " + mechanism)};
+        }
+        co_return failure{r.error()};
+    }
+    if (r->error_code != kafka::error_code::none) {
+        std::string msg = r->error_message && !r->error_message->empty() ? *r->error_message
+                                                                          : std::string(kafka::name(r->error_code));
+        co_return failure{error(errc::authentication_failed, "authentication failed: " + msg)};
+    }
+    co_return std::move(r->auth_bytes);
 }
 
 runtime::task<result<void, error>> connection::negotiate(std::stop_token st) {

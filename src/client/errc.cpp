@@ -14,6 +14,9 @@ const char* to_string(errc e) noexcept {
     case errc::not_found: return "not found";
     case errc::bad_address: return "bad address";
     case errc::cancelled: return "cancelled";
+    case errc::authentication_failed: return "authentication failed";
+    case errc::tls_failed: return "TLS handshake failed";
+    case errc::bad_config: return "bad security settings";
     }
     return "unknown";
 }
@@ -29,6 +32,10 @@ bool error::is_transport() const noexcept {
     default:
         return false;
     }
+}
+
+bool error::is_security() const noexcept {
+    return code == errc::authentication_failed || code == errc::tls_failed || code == errc::bad_config;
 }
 
 error broker_error(kafka::error_code code, std::string what, const std::optional<std::string>& message) {

@@ -9,6 +9,10 @@
 //   auto ans = co_await c.send(std::move(req), target::controller());      // result<CreateTopicsResponse>
 //   co_await c.close();                                                    // always, at the end
 //
+// Security: set config.security() (security.hpp) before connect(); every connection then runs
+// TLS and/or SASL. An authentication or TLS failure (error::is_security()) is returned at once,
+// never retried on another broker.
+//
 // Errors are result<T, client::error>; a Kafka error code inside an answer is the caller's to
 // read (broker_error() in errc.hpp turns one into an error). Routing errors: not_found (no
 // such partition or broker in the metadata), broker_error (the topic's or coordinator's
@@ -43,6 +47,10 @@ struct client_config {
         : bootstrap(std::move(b)), conn(std::move(c)) {}
     std::vector<std::string> bootstrap{"127.0.0.1:9092"}; // "host:port" each
     connection_options conn;
+    // TLS and SASL settings (security.hpp), used by every connection the client opens: the
+    // bootstrap ones and those to leaders, the controller and coordinators.
+    security_config& security() noexcept { return conn.security; }
+    const security_config& security() const noexcept { return conn.security; }
 };
 
 // A broker as Metadata describes it.

@@ -1,5 +1,7 @@
-// One connection to one Kafka broker: TCP on the reactor, ApiVersions negotiated on open,
-// requests matched to answers by correlation id (several may be in flight: pipelining).
+// One connection to one Kafka broker: TCP on the reactor (TLS over it for SSL and SASL_SSL),
+// ApiVersions negotiated on open, then SASL for SASL_PLAINTEXT and SASL_SSL (SaslHandshake v1
+// and SaslAuthenticate: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; see security.hpp), requests
+// matched to answers by correlation id (several may be in flight: pipelining).
 //
 //   auto c = co_await connection::open("127.0.0.1:9092", {});          // result<unique_ptr<..>>
 //   kafka::MetadataRequest req;                                         // every field filled;
@@ -19,6 +21,7 @@
 
 #include <skiff/client/errc.hpp>
 #include <skiff/client/response_for.hpp>
+#include <skiff/client/security.hpp>
 #include <skiff/client/versions.hpp>
 #include <skiff/core/result.hpp>
 #include <skiff/kafka/frame.hpp>
@@ -28,6 +31,7 @@
 #include <skiff/runtime/semaphore.hpp>
 #include <skiff/runtime/socket.hpp>
 #include <skiff/runtime/task.hpp>
+#include <skiff/tls/any_stream.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -43,9 +47,11 @@ namespace skiff::client {
 struct connection_options {
     connection_options() = default;
     std::string client_id = "skiff";
-    runtime::duration connect_timeout = std::chrono::seconds(10); // TCP connect + ApiVersions
+    runtime::duration connect_timeout = std::chrono::seconds(10); // TCP connect, TLS handshake, ApiVersions
+                                                                  // and SASL each get this much
     runtime::duration request_timeout = std::chrono::seconds(30);
     std::size_t max_frame_bytes = std::size_t{256} << 20; // larger answers are protocol errors
+    security_config security;                             // PLAINTEXT unless set
 };
 
 struct request_options {
@@ -57,8 +63,13 @@ struct request_options {
 class connection {
 public:
     // Connects to `address` ("host:port"; a host name is resolved with getaddrinfo, which
-    // blocks) and negotiates versions. Errors: bad_address, connection_refused, unreachable,
-    // timed_out (connect_timeout), protocol_error (not a Kafka answer), cancelled.
+    // blocks), runs the TLS handshake if opts.security says so (the certificate must name the
+    // host of `address` unless ssl_verify_hostname is false), negotiates versions and
+    // authenticates with SASL if opts.security says so. Errors: bad_address, connection_refused,
+    // unreachable, timed_out (connect_timeout), protocol_error (not a Kafka answer), cancelled;
+    // tls_failed ("TLS handshake with HOST:PORT failed: <reason>"), bad_config (certificate
+    // files, mechanism), authentication_failed ("authentication failed: <the broker's message>",
+    // "the broker does not offer SASL mechanism X (it offers A, B)").
     static runtime::task<result<std::unique_ptr<connection>, error>>
     open(std::string address, connection_options opts, std::stop_token st = {});
 
@@ -94,10 +105,12 @@ public:
     runtime::task<void> close();
 
 private:
-    connection(std::string address, connection_options opts, runtime::tcp_stream stream);
+    connection(std::string address, connection_options opts, tls::any_stream stream);
     struct pending;
     static runtime::task<void> read_loop(connection* self);
     runtime::task<result<void, error>> negotiate(std::stop_token st);
+    runtime::task<result<void, error>> authenticate(std::stop_token st);
+    runtime::task<result<std::string, error>> sasl_step(std::string bytes, const std::string& mechanism);
     void fail_all(const error& e);
     void shut(const error& why);
     template <typename Resp>
@@ -107,7 +120,7 @@ private:
 
     std::string _address;
     connection_options _opts;
-    runtime::tcp_stream _stream;
+    tls::any_stream _stream;
     api_versions _versions;
     std::int32_t _next_correlation = 1;
     bool _open = true;

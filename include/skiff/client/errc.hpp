@@ -22,6 +22,12 @@ enum class errc {
     not_found,              // a topic, partition, broker or coordinator unknown to the metadata
     bad_address,            // "host:port" cannot be parsed or resolved
     cancelled,              // the caller's stop token fired
+    authentication_failed,  // SASL: refused credentials, a mechanism the broker does not offer,
+                            // or a broker that failed to prove it knows the credential (SCRAM)
+    tls_failed,             // the TLS handshake failed (untrusted or misnamed certificate, not a
+                            // TLS port, refused client certificate)
+    bad_config,             // the security settings cannot be used (unreadable certificate file,
+                            // unknown SASL mechanism, no user name)
 };
 
 const std::error_category& error_category() noexcept;
@@ -36,6 +42,9 @@ struct error {
     // True for failures to reach or hear from a broker (refused, unreachable, timed out,
     // disconnected, bad address): the CLI's "cannot connect" class.
     bool is_transport() const noexcept;
+    // True for authentication_failed, tls_failed and bad_config: another broker or another
+    // attempt would fail the same way, so callers do not retry them.
+    bool is_security() const noexcept;
 
     errc code = errc::unreachable;
     kafka::error_code kafka = kafka::error_code::none; // set with errc::broker_error

@@ -269,7 +269,20 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
         auto r = co_await produce(sh, std::move(req));
         for (auto& tr : denied) r.responses.push_back(std::move(tr));
         r.throttle_time_ms = std::max(r.throttle_time_ms, charge_quota(ctx, quota_kind::produce, bytes));
-        if (no_response) co_return std::nullopt;
+        if (no_response) {
+            // KafkaApis: an acks=0 produce that failed anywhere closes the connection, the only
+            // way such a client learns of it (it refreshes its metadata and reconnects).
+            for (const auto& tr : r.responses) {
+                for (const auto& pr : tr.partition_responses) {
+                    if (pr.error_code == kerr::none) continue;
+                    log::info("connection from {}: closing it after an acks=0 produce failed on {}-{} ({})",
+                              ctx.ci.client_host, tr.name, pr.index, kafka::name(pr.error_code));
+                    ctx.ci.close_after_answer = true;
+                    co_return std::nullopt;
+                }
+            }
+            co_return std::nullopt;
+        }
         co_return respond(r, ctx);
     }
     case api_key::fetch: {

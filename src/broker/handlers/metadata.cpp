@@ -108,11 +108,14 @@ runtime::task<std::string> handle_metadata(request_ctx ctx, kafka::MetadataReque
         // Auto-creation needs CREATE on the cluster or the topic (AutoTopicCreationManager);
         // without it, an unknown topic the principal may describe is just unknown, one it may
         // not is TOPIC_AUTHORIZATION_FAILED.
+        // (KafkaApis.handleTopicMetadataRequest: unauthorizedForCreateTopics when it would be
+        // created, unauthorizedForDescribeTopics otherwise.)
+        const bool would_create = !t && may_create && !invalid_topic_name(name);
         const bool may_create_this =
-            !t && may_create && !invalid_topic_name(name) &&
-            (authorized_cluster(ctx, acl::operation::create) ||
-             authorized(ctx, acl::operation::create, acl::resource_type::topic, name));
-        if (!t && !may_create_this && !authorized(ctx, acl::operation::describe, acl::resource_type::topic, name)) {
+            would_create && (authorized_cluster(ctx, acl::operation::create) ||
+                             authorized(ctx, acl::operation::create, acl::resource_type::topic, name));
+        if (!t && (would_create ? !may_create_this
+                                : !authorized(ctx, acl::operation::describe, acl::resource_type::topic, name))) {
             kafka::MetadataResponse::MetadataResponseTopic mt;
             mt.name = name;
             mt.error_code = kerr::topic_authorization_failed;
