@@ -3,8 +3,9 @@
 # (warnings are errors), runs the unit and integration suites (the integration suite starts
 # the shared S3 test server and fault proxy itself; the clients suite runs kcat,
 # confluent-kafka and kafkajs against `skiff serve`), then builds everything with clang under
-# AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests and three client tests
-# (bad input, groups, durability) against the sanitized broker, then fuzzes for a bounded time.
+# AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit tests and the client tests of
+# bad input (Kafka frames, TLS, SASL, ACLs), groups and durability against the sanitized broker,
+# then fuzzes for a bounded time.
 #   tools/test.sh            everything
 #   tools/test.sh --quick    the g++ build and its tests only
 set -euo pipefail
@@ -39,6 +40,13 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 for t in test_bad_input test_confluent test_durability; do
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     test/clients/$t.py --skiff build-asan/src/cli/skiff
+done
+# The security bad-input tests (TLS garbage and plaintext on TLS ports, hostile SASL frames,
+# expired sessions, malformed ACLs) against the sanitized broker.
+for t in "test_tls -k bad_input" "test_sasl -k bad_input" "test_sasl -k session_expiry" "test_acl -k bad_input"; do
+  # shellcheck disable=SC2086 # the test name and its -k filter are two words on purpose
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    test/clients/${t%% *}.py ${t#* } --skiff build-asan/src/cli/skiff
 done
 
 # Fuzz the decoders that face untrusted bytes, for a bounded time (seeds from the repo).
