@@ -206,3 +206,30 @@ TEST_CASE("a quota table installed later re-limits clients already metered", "[b
     CHECK(app.limits().produce_bytes_per_second == 0);
     CHECK(m.record(app, quota_kind::produce, 3000, 0) == 0ms);
 }
+
+TEST_CASE("quotas are metered by authenticated user and client id", "[broker][quota]") {
+    // With SASL a connection's user is its principal's name; a user quota applies to that user's
+    // clients and not to another user's, or to ANONYMOUS, with the same client id.
+    quota_config c;
+    quota_meter m(c);
+    auto t = std::make_shared<client_quota_table>();
+    t->entries[ent(std::string("alice"), std::nullopt)] = {{"producer_byte_rate", 1000.0}};
+    t->entries[ent(std::string("bob"), std::string("etl"))] = {{"consumer_byte_rate", 500.0}};
+    m.set_table(t);
+    quota_cache cache(m);
+    auto& alice_app = cache.find("alice", "app");
+    auto& bob_app = cache.find("bob", "app");
+    auto& anon_app = cache.find("app");
+    CHECK(&alice_app != &bob_app);
+    CHECK(&bob_app != &anon_app);
+    CHECK(&cache.find("alice", "app") == &alice_app); // cached
+    CHECK(alice_app.user == "alice");
+    CHECK(alice_app.limits().produce_bytes_per_second == 1000);
+    CHECK(bob_app.limits().produce_bytes_per_second == 0);
+    CHECK(anon_app.limits().produce_bytes_per_second == 0);
+    CHECK(cache.find("bob", "etl").limits().fetch_bytes_per_second == 500);
+    CHECK(cache.find("alice", "etl").limits().fetch_bytes_per_second == 0);
+    // Each (user, client id) has its own clock: alice's excess does not throttle bob.
+    CHECK(m.record(alice_app, quota_kind::produce, 3000, 0) == 2000ms);
+    CHECK(m.record(bob_app, quota_kind::produce, 3000, 0) == 0ms);
+}
