@@ -21,6 +21,7 @@ void usage(std::FILE* out) {
                "                          manage topics on any Kafka-compatible broker (see `skiff topic --help`)\n"
                "  cluster info            cluster id, controller, brokers and topic count\n"
                "  user add|rm|list        SASL/SCRAM users (passwords stored salted and hashed)\n"
+               "  acl add|rm|list         ACLs (with skiff serve --authorizer acl)\n"
                "  group list|describe|delete|reset-offsets\n"
                "                          consumer groups: members, lag, offset resets (see `skiff group --help`)\n"
                "  produce -t TOPIC        write records from stdin, one per line (see `skiff produce --help`)\n"
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
     if (cmd == "topic") return skiff::cli::topic_command(rest);
     if (cmd == "cluster") return skiff::cli::cluster_command(rest);
     if (cmd == "user") return skiff::cli::user_command(rest);
+    if (cmd == "acl") return skiff::cli::acl_command(rest);
     if (cmd == "group") return skiff::cli::group_command(rest);
     if (cmd == "produce") return skiff::cli::produce_command(rest);
     if (cmd == "consume") return skiff::cli::consume_command(rest);

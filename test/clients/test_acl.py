@@ -1108,8 +1108,52 @@ def test_other_apis(t):
     b.stop()
 
 
+def skiff_acl(t, b, *args):
+    p = subprocess.run([t.skiff, "acl", *args, "-b", b.bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def test_skiff_acl_cli(t):
+    """`skiff acl add|list|rm` (CreateAcls, DescribeAcls, DeleteAcls through the project's own
+    client) manages the ACLs the broker enforces: alice gets a topic, loses it again."""
+    b = acl_broker(t)
+    create_topics(b, ["cli-orders"])
+    assert "cli-orders" not in kp_topics(b, "alice"), "alice sees cli-orders before any ACL"
+    rc, out, err = skiff_acl(t, b, "add", "--allow", "User:alice", "--operation", "read", "--operation", "Describe",
+                             "--topic", "cli-orders")
+    assert rc == 0 and out.count("added:") == 2, f"skiff acl add: exit {rc}: {out}{err}"
+    rc, out, err = skiff_acl(t, b, "add", "--deny", "User:bob", "--operation", "all", "--topic", "cli-", "--prefixed")
+    assert rc == 0, f"skiff acl add --prefixed: exit {rc}: {err}"
+    rc, out, err = skiff_acl(t, b, "list", "--json")
+    got = sorted((a["principal"], a["permission"], a["operation"], a["resource_type"], a["resource_name"],
+                  a["pattern_type"], a["host"]) for a in json.loads(out))
+    want = sorted([("User:alice", "Allow", "Read", "Topic", "cli-orders", "Literal", "*"),
+                   ("User:alice", "Allow", "Describe", "Topic", "cli-orders", "Literal", "*"),
+                   ("User:bob", "Deny", "All", "Topic", "cli-", "Prefixed", "*")])
+    assert got == want, f"skiff acl list --json: {got}, want {want}"
+    rc, out, _ = skiff_acl(t, b, "list", "--principal", "User:bob", "--json")
+    assert [a["principal"] for a in json.loads(out)] == ["User:bob"], out
+    assert "cli-orders" in kp_topics(b, "alice"), "alice does not see cli-orders after skiff acl add"
+    t.log("skiff acl add/list: 3 ACLs, exactly as asked; alice now sees cli-orders")
+    # Bad input: a principal without its type, an unknown operation, no resource.
+    rc, _, err = skiff_acl(t, b, "add", "--allow", "alice", "--operation", "read", "--topic", "x")
+    assert rc == 1 and "INVALID_REQUEST" in err, f"principal without type: exit {rc}: {err}"
+    rc, _, err = skiff_acl(t, b, "add", "--allow", "User:alice", "--operation", "reed", "--topic", "x")
+    assert rc == 2 and "unknown operation 'reed'" in err, f"unknown operation: exit {rc}: {err}"
+    rc, _, err = skiff_acl(t, b, "add", "--allow", "User:alice", "--operation", "read")
+    assert rc == 2 and "name the resource" in err, f"no resource: exit {rc}: {err}"
+    rc, out, err = skiff_acl(t, b, "rm", "--allow", "User:alice", "--operation", "read", "--operation", "describe",
+                             "--topic", "cli-orders")
+    assert rc == 0 and "removed 2 ACLs" in out, f"skiff acl rm: exit {rc}: {out}{err}"
+    rc, _, err = skiff_acl(t, b, "rm", "--allow", "User:alice", "--operation", "read", "--topic", "cli-orders")
+    assert rc == 1 and "no ACL matched" in err, f"second rm: exit {rc}: {err}"
+    assert "cli-orders" not in kp_topics(b, "alice"), "alice still sees cli-orders after skiff acl rm"
+    t.log("skiff acl rm removed exactly the two ACLs; alice lost the topic; bad input refused with exit 1/2")
+
+
 if __name__ == "__main__":
     broker.main([(test_setup, 120), (test_alice, 400), (test_bob, 150), (test_super, 150), (test_delete, 120),
                  (test_restart, 120), (test_allow_everyone, 120), (test_no_authorizer, 60),
                  (test_bad_input, 120), (test_metrics, 120), (test_auto_create, 120), (test_other_apis, 120),
-                 (test_principals_hosts, 120), (test_acks0_denied, 60)])
+                 (test_principals_hosts, 120), (test_acks0_denied, 60), (test_skiff_acl_cli, 120)])
