@@ -81,17 +81,31 @@ std::vector<entry_sel> entries_of(const acl_options& o) {
     return out;
 }
 
+// What add and rm name: one resource, operations, principals with their permission.
+struct binding_set {
+    resource_sel res;
+    std::vector<acl::operation> ops;
+    std::vector<entry_sel> entries;
+};
+
+result<binding_set, std::string> bindings_of(const acl_options& o) {
+    auto res = resource_of(o, true);
+    if (!res) return failure{res.error()};
+    auto ops = operations_of(o, true);
+    if (!ops) return failure{ops.error()};
+    auto entries = entries_of(o);
+    if (entries.empty()) return failure{std::string("give --allow PRINCIPAL or --deny PRINCIPAL")};
+    return binding_set{*res, std::move(*ops), std::move(entries)};
+}
+
 runtime::task<int> add_acls(client::client& c, const kafka_options* ko, const acl_options* o) {
     const std::string cmd = "skiff acl add";
-    auto res = resource_of(*o, true);
-    if (!res) co_return report(cmd, res.error(), exit_usage);
-    auto ops = operations_of(*o, true);
-    if (!ops) co_return report(cmd, ops.error(), exit_usage);
-    auto entries = entries_of(*o);
-    if (entries.empty()) co_return report(cmd, "give --allow PRINCIPAL or --deny PRINCIPAL", exit_usage);
+    auto want = bindings_of(*o);
+    if (!want) co_return report(cmd, want.error(), exit_usage);
+    const resource_sel* res = &want->res;
     kafka::CreateAclsRequest req;
-    for (const auto& e : entries) {
-        for (auto op : *ops) {
+    for (const auto& e : want->entries) {
+        for (auto op : want->ops) {
             kafka::CreateAclsRequest::AclCreation cr;
             cr.resource_type = acl::code(res->type);
             cr.resource_name = *res->name;
@@ -201,17 +215,13 @@ runtime::task<int> list_acls(client::client& c, const kafka_options* ko, const a
 
 runtime::task<int> remove_acls(client::client& c, const kafka_options* ko, const acl_options* o) {
     const std::string cmd = "skiff acl rm";
-    auto res = resource_of(*o, true);
-    if (!res) co_return report(cmd, res.error(), exit_usage);
-    auto ops = operations_of(*o, true);
-    if (!ops) co_return report(cmd, ops.error(), exit_usage);
-    auto entries = entries_of(*o);
-    if (entries.empty()) co_return report(cmd, "give --allow PRINCIPAL or --deny PRINCIPAL", exit_usage);
+    auto want = bindings_of(*o);
+    if (!want) co_return report(cmd, want.error(), exit_usage);
     kafka::DeleteAclsRequest req;
-    for (const auto& e : entries) {
-        for (auto op : *ops) {
+    for (const auto& e : want->entries) {
+        for (auto op : want->ops) {
             kafka::DeleteAclsRequest::DeleteAclsFilter f;
-            (void)fill_filter(f, *o, *res, op, e);
+            (void)fill_filter(f, *o, want->res, op, e);
             req.filters.push_back(std::move(f));
         }
     }

@@ -2,6 +2,7 @@
 #include <skiff/sasl/scram.hpp>
 
 #include "crypto.hpp"
+#include "scram_syntax.hpp"
 
 #include <skiff/core/base64.hpp>
 
@@ -12,28 +13,6 @@
 namespace skiff::sasl {
 
 namespace {
-
-// Splits on ','; empty fields are kept (and refused by the callers).
-std::vector<std::string_view> split_commas(std::string_view s) {
-    std::vector<std::string_view> out;
-    std::size_t start = 0;
-    for (;;) {
-        auto pos = s.find(',', start);
-        if (pos == std::string_view::npos) {
-            out.push_back(s.substr(start));
-            return out;
-        }
-        out.push_back(s.substr(start, pos - start));
-        start = pos + 1;
-    }
-}
-
-bool starts_with(std::string_view s, std::string_view p) noexcept { return s.substr(0, p.size()) == p; }
-
-// RFC 5802 printable: %x21-2B / %x2D-7E (no ','), at least one.
-bool valid_nonce(std::string_view s) noexcept {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x21 && c <= 0x7E && c != ','; });
-}
 
 bool is_alpha(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -137,13 +116,13 @@ result<client_first> parse_client_first(std::string_view m) {
     if (!acceptable_text(m)) return errc::malformed;
     client_first out;
     // gs2-header = gs2-cbind-flag "," [ authzid ] ","
-    if (starts_with(m, "p=") || starts_with(m, "y,")) return errc::unsupported; // channel binding (Kafka: none)
-    if (!starts_with(m, "n,")) return errc::malformed;
+    if (m.starts_with("p=") || m.starts_with("y,")) return errc::unsupported; // channel binding (Kafka: none)
+    if (!m.starts_with("n,")) return errc::malformed;
     auto second = m.find(',', 2);
     if (second == std::string_view::npos) return errc::malformed;
     auto authz = m.substr(2, second - 2);
     if (!authz.empty()) {
-        if (!starts_with(authz, "a=")) return errc::malformed;
+        if (!authz.starts_with("a=")) return errc::malformed;
         auto name = decode_name(authz.substr(2));
         if (!name) return name.error();
         out.authzid = std::move(*name);
@@ -153,14 +132,14 @@ result<client_first> parse_client_first(std::string_view m) {
     out.bare = std::string(bare);
 
     // client-first-message-bare = [reserved-mext ","] username "," nonce ["," extensions]
-    auto fields = split_commas(bare);
-    if (starts_with(fields[0], "m=")) return errc::unsupported; // a mandatory extension we do not know
-    if (fields.size() < 2 || !starts_with(fields[0], "n=") || !starts_with(fields[1], "r=")) return errc::malformed;
+    auto fields = detail::split_commas(bare);
+    if (fields[0].starts_with("m=")) return errc::unsupported; // a mandatory extension we do not know
+    if (fields.size() < 2 || !fields[0].starts_with("n=") || !fields[1].starts_with("r=")) return errc::malformed;
     auto user = decode_name(fields[0].substr(2));
     if (!user) return user.error();
     out.username = std::move(*user);
     auto nonce = fields[1].substr(2);
-    if (!valid_nonce(nonce)) return errc::malformed;
+    if (!detail::valid_nonce(nonce)) return errc::malformed;
     out.nonce = std::string(nonce);
     for (std::size_t i = 2; i < fields.size(); ++i)
         if (auto r = add_extension(out.extensions, fields[i]); !r) return r.error();
@@ -170,19 +149,19 @@ result<client_first> parse_client_first(std::string_view m) {
 result<client_final> parse_client_final(std::string_view m) {
     if (!acceptable_text(m)) return errc::malformed;
     // client-final-message = channel-binding "," nonce ["," extensions] "," proof
-    auto fields = split_commas(m);
-    if (fields.size() < 3 || !starts_with(fields[0], "c=") || !starts_with(fields[1], "r=") ||
-        !starts_with(fields.back(), "p="))
+    auto fields = detail::split_commas(m);
+    if (fields.size() < 3 || !fields[0].starts_with("c=") || !fields[1].starts_with("r=") ||
+        !fields.back().starts_with("p="))
         return errc::malformed;
     client_final out;
     auto cb = detail::base64_decode_strict(fields[0].substr(2));
     if (!cb || cb->empty()) return errc::malformed;
     out.channel_binding = std::move(*cb);
     auto nonce = fields[1].substr(2);
-    if (!valid_nonce(nonce)) return errc::malformed;
+    if (!detail::valid_nonce(nonce)) return errc::malformed;
     out.nonce = std::string(nonce);
     for (std::size_t i = 2; i + 1 < fields.size(); ++i) {
-        if (starts_with(fields[i], "p=")) return errc::malformed; // a second proof
+        if (fields[i].starts_with("p=")) return errc::malformed; // a second proof
         if (auto r = add_extension(out.extensions, fields[i]); !r) return r.error();
     }
     auto proof = detail::base64_decode_strict(fields.back().substr(2));
@@ -266,7 +245,7 @@ result<std::string> scram_server::on_client_first(std::string_view msg) {
         _cred = fake_credential(_opts.mechanism, _first.username, key);
     }
     std::string snonce = _opts.server_nonce ? _opts.server_nonce() : default_server_nonce();
-    if (!valid_nonce(snonce)) return fail(errc::bad_state); // a test hook that returned garbage
+    if (!detail::valid_nonce(snonce)) return fail(errc::bad_state); // a test hook that returned garbage
     _nonce = _first.nonce + snonce;
     _server_first = fmt::format("r={},s={},i={}", _nonce, base64_encode(_cred.salt), _cred.iterations);
     _state = state::client_final;

@@ -4,6 +4,7 @@
 #include <skiff/sasl/scram_client.hpp>
 
 #include "crypto.hpp"
+#include "scram_syntax.hpp"
 
 #include <skiff/core/base64.hpp>
 
@@ -13,29 +14,6 @@
 namespace skiff::sasl {
 
 namespace {
-
-std::vector<std::string_view> split_commas(std::string_view s) {
-    std::vector<std::string_view> out;
-    std::size_t start = 0;
-    for (;;) {
-        auto pos = s.find(',', start);
-        if (pos == std::string_view::npos) {
-            out.push_back(s.substr(start));
-            return out;
-        }
-        out.push_back(s.substr(start, pos - start));
-        start = pos + 1;
-    }
-}
-
-bool starts_with(std::string_view s, std::string_view p) noexcept { return s.substr(0, p.size()) == p; }
-
-bool printable_nonce(std::string_view s) noexcept {
-    if (s.empty()) return false;
-    for (char c : s)
-        if (c < 0x21 || c > 0x7E || c == ',') return false;
-    return true;
-}
 
 std::string random_nonce() {
     std::string raw = detail::random_bytes(24);
@@ -72,7 +50,7 @@ result<std::string> scram_client::first_message() {
         return fail(errc::malformed);
     }
     if (_opts.nonce.empty()) _opts.nonce = random_nonce();
-    if (!printable_nonce(_opts.nonce)) return fail(errc::malformed);
+    if (!detail::valid_nonce(_opts.nonce)) return fail(errc::malformed);
     _first_bare = "n=" + encode_saslname(_opts.username) + ",r=" + _opts.nonce;
     _state = state::first_sent;
     return "n,," + _first_bare;
@@ -81,20 +59,20 @@ result<std::string> scram_client::first_message() {
 result<std::string> scram_client::final_message(std::string_view server_first) {
     if (_state != state::first_sent) return fail(errc::bad_state);
     if (!acceptable(server_first)) return fail(errc::malformed);
-    if (starts_with(server_first, "e=")) {
+    if (server_first.starts_with("e=")) {
         _server_error = std::string(server_first.substr(2));
         return fail(errc::bad_proof);
     }
     // server-first-message = [reserved-mext ","] nonce "," salt "," iteration-count ["," extensions]
-    auto fields = split_commas(server_first);
+    auto fields = detail::split_commas(server_first);
     if (fields.size() < 3) return fail(errc::malformed);
-    if (starts_with(fields[0], "m=")) return fail(errc::unsupported); // a mandatory extension we do not know
-    if (!starts_with(fields[0], "r=") || !starts_with(fields[1], "s=") || !starts_with(fields[2], "i=")) {
+    if (fields[0].starts_with("m=")) return fail(errc::unsupported); // a mandatory extension we do not know
+    if (!fields[0].starts_with("r=") || !fields[1].starts_with("s=") || !fields[2].starts_with("i=")) {
         return fail(errc::malformed);
     }
     const std::string_view nonce = fields[0].substr(2);
     // The server's nonce must extend ours (RFC 5802 §5.1 "r="): else it answers someone else.
-    if (nonce.size() <= _opts.nonce.size() || !starts_with(nonce, _opts.nonce) || !printable_nonce(nonce)) {
+    if (nonce.size() <= _opts.nonce.size() || !nonce.starts_with(_opts.nonce) || !detail::valid_nonce(nonce)) {
         return fail(errc::malformed);
     }
     auto salt = detail::base64_decode_strict(fields[1].substr(2));
@@ -137,12 +115,12 @@ result<std::string> scram_client::final_message(std::string_view server_first) {
 result<void> scram_client::verify_final(std::string_view server_final) {
     if (_state != state::final_sent) return fail(errc::bad_state);
     if (!acceptable(server_final)) return fail(errc::malformed);
-    if (starts_with(server_final, "e=")) {
+    if (server_final.starts_with("e=")) {
         _server_error = std::string(server_final.substr(2));
         return fail(errc::bad_proof);
     }
-    if (!starts_with(server_final, "v=")) return fail(errc::malformed);
-    auto fields = split_commas(server_final);
+    if (!server_final.starts_with("v=")) return fail(errc::malformed);
+    auto fields = detail::split_commas(server_final);
     auto sig = detail::base64_decode_strict(fields[0].substr(2));
     if (!sig) return fail(errc::malformed);
     if (!detail::equal_constant_time(*sig, _server_signature)) return fail(errc::bad_proof);
