@@ -85,7 +85,14 @@ EVERY_KEY = {
     "file-delete-delay-ms": "30000", "manifest-every-segments": "16", "merge-target-bytes": "16777216",
     "merge-age-ms": "300000", "compaction-interval-ms": "5000", "compaction-map-bytes": "1048576",
     "group-initial-rebalance-delay-ms": "100", "log-level": '"warn"',
+    "sasl-mechanisms": '"SCRAM-SHA-512"', "max-reauth-ms": "60000", "failed-auth-delay-ms": "50",
+    "authorizer": '"acl"', "super-users": '"User:admin"', "allow-everyone-if-no-acl-found": "true",
+    "http-tls": "false", "tls-cert-file": '"/etc/skiff/cert.pem"', "tls-key-file": '"/etc/skiff/key.pem"',
+    "tls-ca-file": '"/etc/skiff/ca.pem"', "tls-client-auth": '"requested"', "tls-min-version": '"TLSv1.3"',
 }
+# --listeners replaces --kafka-addr and --advertised-addr: they get a file of their own.
+LISTENER_KEYS = {"listeners": '"PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19093"',
+                 "advertised-listeners": '"SASL_PLAINTEXT://broker.example:19093"'}
 S3_KEYS = {"s3-bucket": '"bucket/prefix"', "s3-endpoint": '"http://127.0.0.1:9"', "s3-region": '"eu-west-1"',
            "s3-path-style": "true"}
 
@@ -106,8 +113,9 @@ def test_config_file_with_every_key(t):
     # The flags --help lists are exactly the keys: a new flag needs a line above.
     h = subprocess.run([t.skiff, "serve", "--help"], capture_output=True, text=True, timeout=30, env=clean_env())
     flags = {line.split()[0][2:] for line in h.stdout.split("\nflags:\n", 1)[1].splitlines() if line.startswith("  --")}
-    if flags != set(EVERY_KEY) | set(S3_KEYS):
-        raise AssertionError(f"keys not covered: {sorted(flags ^ (set(EVERY_KEY) | set(S3_KEYS)))}")
+    covered = set(EVERY_KEY) | set(S3_KEYS) | set(LISTENER_KEYS)
+    if flags != covered:
+        raise AssertionError(f"keys not covered: {sorted(flags ^ covered)}")
     path = os.path.join(t.workdir, "every.toml")
     with open(path, "w") as f:
         f.write("# every key of skiff serve\n")
@@ -130,6 +138,14 @@ def test_config_file_with_every_key(t):
     rc, out2, err, _ = serve(t, "--config", again, "--print-config")
     if rc != 0 or {k: v for k, (v, _) in settings_lines(out2).items()} != {k: v for k, (v, _) in got.items()}:
         raise AssertionError(f"--print-config's output read back: exit {rc}, {err!r}")
+    # The listener keys, with the same round trip.
+    lp = os.path.join(t.workdir, "listeners.toml")
+    with open(lp, "w") as f:
+        f.writelines(f"{k} = {v}\n" for k, v in LISTENER_KEYS.items())
+    rc, out, err, _ = serve(t, "--config", lp, "--print-config")
+    got = settings_lines(out)
+    if rc != 0 or any(got.get(k, ("", ""))[0] != v for k, v in LISTENER_KEYS.items()):
+        raise AssertionError(f"listener keys from the file: exit {rc}, {err!r}, {got}")
     # S3's keys (no request is made by --print-config).
     s3 = os.path.join(t.workdir, "s3.toml")
     with open(s3, "w") as f:
