@@ -68,10 +68,10 @@ result<std::vector<sasl::scram_mechanism>, std::string> mechanisms_of(const user
 }
 
 // Prints one line per user result; the exit code of the worst.
-// One answer per request sent (`per_user` of them for the one user): the user is reported
-// once, failed if any of its credentials failed.
+// The answers of one request per credential: the user is reported once, failed if any of its
+// credentials failed.
 int report_results(const std::string& cmd, const kafka::AlterUserScramCredentialsResponse& r, const char* done,
-                   bool as_json, std::size_t per_user) {
+                   bool as_json) {
     int code = exit_ok;
     json out = json::array();
     kafka::AlterUserScramCredentialsResponse merged;
@@ -84,7 +84,6 @@ int report_results(const std::string& cmd, const kafka::AlterUserScramCredential
             *it = res;
         }
     }
-    (void)per_user;
     for (const auto& res : merged.results) {
         const bool ok = res.error_code == kafka::error_code::none;
         if (!ok) {
@@ -132,7 +131,7 @@ runtime::task<int> add_user(client::client& c, const kafka_options* ko, const us
         if (!r) co_return report(cmd, r.error());
         for (auto& res : r->results) all.results.push_back(std::move(res));
     }
-    co_return report_results(cmd, all, "added", ko->json, mechs->size());
+    co_return report_results(cmd, all, "added", ko->json);
 }
 
 runtime::task<int> remove_user(client::client& c, const kafka_options* ko, const user_options* o) {
@@ -169,7 +168,6 @@ runtime::task<int> remove_user(client::client& c, const kafka_options* ko, const
                          exit_broker_error);
     }
     kafka::AlterUserScramCredentialsResponse all;
-    const std::size_t n = req.deletions.size();
     for (auto& del : req.deletions) {
         kafka::AlterUserScramCredentialsRequest one;
         one.deletions.push_back(del);
@@ -178,7 +176,7 @@ runtime::task<int> remove_user(client::client& c, const kafka_options* ko, const
         if (!r) co_return report(cmd, r.error());
         for (auto& res : r->results) all.results.push_back(std::move(res));
     }
-    co_return report_results(cmd, all, "removed", ko->json, n);
+    co_return report_results(cmd, all, "removed", ko->json);
 }
 
 runtime::task<int> list_users(client::client& c, const kafka_options* ko, const user_options* o) {

@@ -42,7 +42,6 @@ public:
     }
     int fd() const noexcept { return _tls ? _tls->fd() : _tcp.fd(); }
     bool is_tls() const noexcept { return _tls.has_value(); }
-    const tls::stream* tls_stream() const noexcept { return _tls ? &*_tls : nullptr; }
 
 private:
     runtime::tcp_stream _tcp;

@@ -214,9 +214,9 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
         // closes the connection unanswered.
         const bool sasl_api = key == static_cast<std::int16_t>(api_key::sasl_handshake) ||
                               key == static_cast<std::int16_t>(api_key::sasl_authenticate);
-        const kafka::api_info* codec = kafka::find_api(key);
         if (!ci.sasl.authenticated() && !sasl_api && key != static_cast<std::int16_t>(api_key::api_versions)) {
             sh.sasl_closed[0].inc();
+            const kafka::api_info* codec = kafka::find_api(key);
             throw unserved_request(fmt::format("{} (key {}) before SASL authentication, from client id '{}'",
                                                codec ? codec->name : "unknown API", key, ctx.client_id));
         }

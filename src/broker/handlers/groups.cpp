@@ -231,6 +231,31 @@ runtime::task<std::string> handle_offset_commit(request_ctx ctx, kafka::OffsetCo
     co_return respond(r, ctx);
 }
 
+namespace {
+// OffsetFetchRequest.getErrorResponse (v0-7): v2+ the error at the top, v0-1 per partition.
+kafka::OffsetFetchResponse offset_fetch_error(const kafka::OffsetFetchRequest& req, std::int16_t v,
+                                              kafka::error_code code) {
+    kafka::OffsetFetchResponse err;
+    if (v >= 2) {
+        err.error_code = code;
+    } else if (req.topics) {
+        for (const auto& t : *req.topics) {
+            kafka::OffsetFetchResponse::OffsetFetchResponseTopic rt;
+            rt.name = t.name;
+            for (auto p : t.partition_indexes) {
+                kafka::OffsetFetchResponse::OffsetFetchResponsePartition rp;
+                rp.partition_index = p;
+                rp.committed_offset = -1;
+                rp.error_code = code;
+                rt.partitions.push_back(std::move(rp));
+            }
+            err.topics.push_back(std::move(rt));
+        }
+    }
+    return err;
+}
+} // namespace
+
 runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFetchRequest req) {
     const std::int16_t v = ctx.version;
     if (v < 8) {
@@ -238,45 +263,12 @@ runtime::task<std::string> handle_offset_fetch(request_ctx ctx, kafka::OffsetFet
         // KafkaApis.handleOffsetFetchRequest: DESCRIBE on the group; topics the principal may not
         // DESCRIBE are TOPIC_AUTHORIZATION_FAILED when named, left out of "all".
         if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, req.group_id)) {
-            kafka::OffsetFetchResponse err;
-            if (v >= 2) {
-                err.error_code = kerr::group_authorization_failed;
-            } else if (req.topics) {
-                for (const auto& t : *req.topics) {
-                    kafka::OffsetFetchResponse::OffsetFetchResponseTopic rt;
-                    rt.name = t.name;
-                    for (auto p : t.partition_indexes) {
-                        kafka::OffsetFetchResponse::OffsetFetchResponsePartition rp;
-                        rp.partition_index = p;
-                        rp.committed_offset = -1;
-                        rp.error_code = kerr::group_authorization_failed;
-                        rt.partitions.push_back(std::move(rp));
-                    }
-                    err.topics.push_back(std::move(rt));
-                }
-            }
+            auto err = offset_fetch_error(req, v, kerr::group_authorization_failed);
             co_return respond(err, ctx);
         }
         const bool loading = co_await group_loading(ctx.sh, &req.group_id);
         if (loading) {
-            // OffsetFetchRequest.getErrorResponse: v2+ the error at the top, v0-1 per partition.
-            kafka::OffsetFetchResponse err;
-            if (v >= 2) {
-                err.error_code = kerr::coordinator_load_in_progress;
-            } else if (req.topics) {
-                for (const auto& t : *req.topics) {
-                    kafka::OffsetFetchResponse::OffsetFetchResponseTopic rt;
-                    rt.name = t.name;
-                    for (auto p : t.partition_indexes) {
-                        kafka::OffsetFetchResponse::OffsetFetchResponsePartition rp;
-                        rp.partition_index = p;
-                        rp.committed_offset = -1;
-                        rp.error_code = kerr::coordinator_load_in_progress;
-                        rt.partitions.push_back(std::move(rp));
-                    }
-                    err.topics.push_back(std::move(rt));
-                }
-            }
+            auto err = offset_fetch_error(req, v, kerr::coordinator_load_in_progress);
             co_return respond(err, ctx);
         }
         auto resp = co_await on_group_owner(ctx.sh, req.group_id, [&](shard& o) {
