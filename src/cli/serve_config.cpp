@@ -153,6 +153,9 @@ const serve_flag flags[] = {
     {"manifest-every-segments", value_kind::number, "N",
      "a partition's manifest is rewritten after this many new segments (0: never)",
      [](const cfg_t& c) { return std::to_string(c.log.manifest_every_segments); }},
+    {"time-index", value_kind::boolean, "",
+     "write a .kfst time-index sidecar beside every segment, for readers that prune by time (docs/format.md)",
+     [](const cfg_t& c) { return yes_no(c.log.time_index); }},
     {"merge-target-bytes", value_kind::number, "N",
      "adjacent small segments are merged into segments of about this size (0: no merging)",
      [](const cfg_t& c) { return std::to_string(c.log.merge_target_bytes); }},
@@ -412,6 +415,7 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
         cfg.log.manifest_every_segments = static_cast<std::size_t>(n);
         cfg.log.manifests = n > 0;
     }
+    if (auto e = boolean(s, "time-index", cfg.log.time_index)) return failure{*e};
     if (auto e = number(s, "merge-target-bytes", 0, 1ll << 30, n)) return failure{*e};
     if (s.has("merge-target-bytes")) cfg.log.merge_target_bytes = static_cast<std::uint64_t>(n);
     if (auto e = number(s, "merge-age-ms", 0, 7ll * 86400000, n)) return failure{*e};

@@ -4,6 +4,7 @@
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/index_format.hpp>
 #include <skiff/storage/put_rate.hpp>
 
 #include <algorithm>
@@ -99,6 +100,15 @@ void flush_pipeline::seal() {
     job->created_ms = built.meta.created_ms;
     job->kfs = std::make_shared<const std::string>(std::move(built.kfs));
     job->index = std::make_shared<const std::string>(std::move(built.index));
+    if (_cfg.time_index) {
+        if (put_rate* rate = _budget.rate(); rate && rate->limited()) {
+            _m.time_index_skipped.inc();
+        } else {
+            // From the min/max the builder kept while it copied the batches: no second pass.
+            job->kfst = std::make_shared<const std::string>(encode_time_index(time_index_of(built.meta)));
+            job->link = std::make_shared<sidecar_link>();
+        }
+    }
     if (trace.active()) {
         trace.set("topic", _id.topic);
         trace.set("partition", _id.partition);
@@ -151,12 +161,19 @@ void flush_pipeline::pump() {
         _m.flush_wait.record(j->upload_began - j->first_append);
         ++_stats.flushes;
         _stats.flushed_bytes += j->kfs->size() + j->index->size();
+        // Taken before run_job starts: a job can commit (and go) before spawn returns.
+        const std::int64_t base = j->base;
+        std::shared_ptr<const std::string> kfst = j->kfst;
+        std::shared_ptr<sidecar_link> link = j->link;
         auto spawned = _gate.spawn(run_job(j.get()));
         if (!spawned) {
             --_uploading;
             _uploading_g.add(-1);
             j->failed = true;
             j->finished = true;
+        } else if (kfst) {
+            // Same turn as the pair, so the same round trip; not awaited by the commit.
+            (void)_gate.spawn(upload_sidecar(base, std::move(kfst), std::move(link)));
         }
     }
 }
@@ -339,6 +356,7 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
         }
         if (r) {
             job->stored[which] = true;
+            if (which == 0 && job->link) job->link->kfs = sidecar_link::kfs_state::stored;
             put_span.set("status", "ok");
             co_return;
         }
@@ -354,6 +372,7 @@ runtime::task<void> flush_pipeline::upload(flush_job* job, int which) {
                 _m.upload_already_landed.inc();
                 log::info("{}: an earlier attempt had landed (its answer was lost)", key);
                 job->stored[which] = true;
+                if (which == 0 && job->link) job->link->kfs = sidecar_link::kfs_state::stored;
                 put_span.set("status", "already_landed");
                 co_return;
             }
@@ -439,6 +458,15 @@ runtime::task<void> flush_pipeline::run_job(flush_job* job) {
         if (!job->failed) co_await upload(job, 1);
     }
     if (_fenced) co_await remove_half_pair(job);
+    if (job->link && !job->stored[0]) {
+        // Our .kfs is not under the key (another owner's is, or shutdown cut it short): a
+        // sidecar we stored describes bytes nobody will read there.
+        job->link->kfs = sidecar_link::kfs_state::lost;
+        if (job->link->kfst_put) {
+            const std::string key = time_index_key(_ns, _id, job->base);
+            (void)co_await remove_sidecar(key, _gate.stop_token());
+        }
+    }
     if (job->done()) {
         job->commit_span = job->trace.child("commit");
         note_upload_done(*job);

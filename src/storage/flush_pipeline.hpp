@@ -9,6 +9,18 @@
 // log hears of it through on_committed(job) — it moves the high watermark and serves the
 // segment to readers — and then the job's producers are acknowledged.
 //
+// The time-index sidecar (.kfst, 40 bytes). Built from the metadata the same one pass over
+// the batches gathered, it starts in the same turn as the pair (so it costs no round trip of
+// its own) but outside run_job's when_all: a job commits when its .kfs and .index are stored,
+// whatever became of the sidecar. upload_sidecar tries a bounded number of times, unhedged
+// (its latency gates nothing, and its 40-byte round trips would drag the PUT hedge's p99
+// down), under a normal-priority permit (never ahead of a waiting flush), and gives up by
+// counting (skiff_store_time_index_failures_total): readers fall back to the segment. Under
+// a request budget no sidecar is sent (it would be a third paid PUT per flush). A sidecar
+// must describe the bytes under its .kfs key: one found with other bytes is replaced only once
+// our .kfs is known to be stored, and ours is removed again when our .kfs lost to another
+// owner's (sidecar_link carries what each side knows to the other).
+//
 // Fencing. Every object is put if-absent: a segment's key is only ever written by the owner
 // that assigned its offsets. An attempt refused because the key exists reads the object back:
 // our own bytes (an earlier attempt landed, its answer was lost) count as stored; anything
@@ -54,6 +66,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace skiff::storage::detail {
@@ -67,6 +80,14 @@ struct ack_outcome {
 };
 using ack_latch = runtime::oneshot<ack_outcome>;
 
+// What the sidecar upload and the job's own uploads tell each other (the job may be gone
+// before the sidecar is done).
+struct sidecar_link {
+    enum class kfs_state : std::uint8_t { pending, stored, lost }; // lost: fenced or abandoned
+    kfs_state kfs = kfs_state::pending;
+    bool kfst_put = false; // our PUT of the sidecar succeeded
+};
+
 // A sealed segment on its way to the store.
 struct flush_job {
     using clock = std::chrono::steady_clock;
@@ -77,6 +98,8 @@ struct flush_job {
     std::int64_t created_ms = 0;
     std::shared_ptr<const std::string> kfs;
     std::shared_ptr<const std::string> index;
+    std::shared_ptr<const std::string> kfst;  // null: no sidecar (off, or under a request budget)
+    std::shared_ptr<sidecar_link> link;       // with kfst
     bool started = false;
     bool finished = false; // run_job returned (or never ran): nothing points at the job
     bool stored[2] = {false, false}; // kfs, index
@@ -147,6 +170,8 @@ public:
     bool fenced() const noexcept { return _fenced; }
 
     bool idle() const noexcept { return _jobs.empty(); }
+    // Sidecar uploads still running (close() waits for them as for the jobs).
+    int sidecars_in_flight() const noexcept { return _sidecars; }
     int uploading() const noexcept { return _uploading; }
     // The adaptive scheduler's current view: how long a waiter behind uploads in flight may be
     // held to gather more, and how many uploads may run at once (log_config::max_inflight_flushes
@@ -177,6 +202,10 @@ private:
                                              std::stop_token st);
     void drop_idle_jobs();
     runtime::task<void> remove_half_pair(flush_job* job);
+    runtime::task<void> upload_sidecar(std::int64_t base, std::shared_ptr<const std::string> body,
+                                       std::shared_ptr<sidecar_link> link);
+    runtime::task<bool> remove_sidecar(const std::string& key, std::stop_token st);
+    void sidecar_failed(const std::string& key, std::string_view why);
 
     object_store& _store;
     io_budget& _budget;
@@ -200,6 +229,8 @@ private:
 
     std::deque<std::unique_ptr<flush_job>> _jobs; // sealed, in offset order
     int _uploading = 0;
+    int _sidecars = 0;
+    bool _sidecar_failure_logged = false; // a failed sidecar is logged once per log
     bool _closing = false;
     bool _fenced = false;
     bool _timer_firing = false; // maybe_flush() runs from the flush timer (the turn's end)

@@ -86,6 +86,22 @@ bool compacted_from(const std::map<std::int64_t, batch_view>& cover, const segme
     return true;
 }
 
+// The time index of the batches of `seg` below `next_base` (all of them when < 0), with the
+// builder's rule: both timestamps of every batch bound the range, values below 0 say nothing.
+time_index served_time_index(const segment_view& seg, std::int64_t next_base) {
+    time_index t{-1, -1, seg.base_offset(), seg.base_offset()};
+    for (const auto& b : seg.batches) {
+        if (next_base >= 0 && b.base_offset >= next_base) break;
+        for (std::int64_t ts : {b.base_timestamp, b.max_timestamp}) {
+            if (ts < 0) continue;
+            t.min_timestamp = t.min_timestamp < 0 ? ts : std::min(t.min_timestamp, ts);
+            t.max_timestamp = std::max(t.max_timestamp, ts);
+        }
+        t.max_offset = b.last_offset();
+    }
+    return t;
+}
+
 } // namespace
 
 runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::string ns, bool repair,
@@ -95,6 +111,7 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
     struct objects {
         std::map<std::int64_t, std::uint64_t> kfs;
         std::set<std::int64_t> index;
+        std::set<std::int64_t> kfst;
     };
     std::map<std::pair<std::string, std::int32_t>, objects> parts;
     std::string token;
@@ -109,8 +126,11 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                 continue;
             }
             auto& slot = parts[{k->partition.topic, k->partition.partition}];
-            if (k->name.kind == object_kind::index) slot.index.insert(k->name.base);
-            else slot.kfs[k->name.base] = o.size;
+            switch (k->name.kind) {
+            case object_kind::index: slot.index.insert(k->name.base); break;
+            case object_kind::kfst: slot.kfst.insert(k->name.base); break;
+            case object_kind::kfs: slot.kfs[k->name.base] = o.size; break;
+            }
         }
         if (page->next_token.empty()) break;
         token = page->next_token;
@@ -122,6 +142,9 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
         fp.partition = tp.second;
         for (auto b : objs.index) {
             if (!objs.kfs.count(b)) fp.orphan_index.push_back(b);
+        }
+        for (auto b : objs.kfst) {
+            if (!objs.kfs.count(b)) fp.orphan_time_index.push_back(b);
         }
         std::int64_t expected_next = -1;
         // The batches of the segment reaching furthest so far: a later segment inside it must
@@ -183,6 +206,39 @@ runtime::task<result<fsck_report, store_error>> fsck(object_store& store, std::s
                         fp.corrupt.push_back(fmt::format("repair of {} failed: {}", key, put.error().message));
                     }
                 }
+            }
+            if (objs.kfst.count(base)) {
+                ++fp.time_indexes;
+                const std::string tkey = object_key(ns, partition_id(fp.topic, fp.partition), base, object_kind::kfst);
+                auto side = co_await store.get(tkey, std::nullopt, {});
+                const auto want = time_index_of(*seg);
+                // While a merge's later sources exist, the first one's old sidecar is right for
+                // what readers take from the grown object: its batches below the next base.
+                auto next = objs.kfs.upper_bound(base);
+                const auto served = served_time_index(*seg, next == objs.kfs.end() ? -1 : next->first);
+                std::string problem;
+                if (!side) {
+                    problem = fmt::format("{}: cannot read: {}", tkey, side.error().message);
+                } else if (side->data.size() != time_index_size) {
+                    problem = fmt::format("{}: {} bytes, a sidecar has {}", tkey, side->data.size(), time_index_size);
+                } else if (auto t = decode_time_index(side->data); !t) {
+                    problem = fmt::format("{}: {}", tkey, t.error().message);
+                } else if (!(*t == want) && !(*t == served)) {
+                    problem = fmt::format("{}: says timestamps {}..{}, offsets {}..{}; its segment holds {}..{}, {}..{}",
+                                          tkey, t->min_timestamp, t->max_timestamp, t->min_offset, t->max_offset,
+                                          want.min_timestamp, want.max_timestamp, want.min_offset, want.max_offset);
+                }
+                if (!problem.empty() && repair) {
+                    const std::string bytes = encode_time_index(want);
+                    auto put = co_await store.put(tkey, std::span<const char>(bytes.data(), bytes.size()), false, {});
+                    if (put) {
+                        fp.repaired_time_index.push_back(base);
+                        problem.clear();
+                    } else {
+                        problem += fmt::format(" (repair failed: {})", put.error().message);
+                    }
+                }
+                if (!problem.empty()) fp.bad_time_index.push_back(std::move(problem));
             }
             if (expected_next >= 0 && base < expected_next) {
                 bool copy = true;
@@ -249,6 +305,13 @@ std::string format_fsck_report(const fsck_report& r, const std::string& where) {
         }
         for (auto& c : p.corrupt) out += fmt::format("  corrupt: {}\n", c);
         for (auto b : p.repaired) out += fmt::format("  repaired: rebuilt the index of segment {}\n", b);
+        for (auto b : p.orphan_time_index) {
+            out += fmt::format("  orphan .kfst (warning): segment {} has a time-index sidecar but no .kfs; harmless\n", b);
+        }
+        for (auto& c : p.bad_time_index) out += fmt::format("  wrong time index: {}\n", c);
+        for (auto b : p.repaired_time_index) {
+            out += fmt::format("  repaired: rewrote the time-index sidecar of segment {}\n", b);
+        }
     }
     out += r.clean() ? "no problems found\n" : "problems found\n";
     return out;

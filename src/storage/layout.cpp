@@ -10,7 +10,14 @@ namespace {
 constexpr std::string_view name_prefix = "segment-";
 constexpr std::size_t base_digits = 20;
 
-std::string_view extension(object_kind k) { return k == object_kind::kfs ? ".kfs" : ".index"; }
+std::string_view extension(object_kind k) {
+    switch (k) {
+    case object_kind::kfs: return ".kfs";
+    case object_kind::index: return ".index";
+    case object_kind::kfst: return ".kfst";
+    }
+    return ".kfs";
+}
 } // namespace
 
 std::string partition_prefix(const std::string& ns, const partition_id& p) {
@@ -26,6 +33,9 @@ std::string segment_key(const std::string& ns, const partition_id& p, std::int64
 std::string index_key(const std::string& ns, const partition_id& p, std::int64_t base) {
     return object_key(ns, p, base, object_kind::index);
 }
+std::string time_index_key(const std::string& ns, const partition_id& p, std::int64_t base) {
+    return object_key(ns, p, base, object_kind::kfst);
+}
 
 std::optional<segment_name> parse_segment_name(std::string_view name) {
     if (name.size() <= name_prefix.size() + base_digits || name.substr(0, name_prefix.size()) != name_prefix) {
@@ -37,6 +47,8 @@ std::optional<segment_name> parse_segment_name(std::string_view name) {
         out.kind = object_kind::kfs;
     } else if (ext == extension(object_kind::index)) {
         out.kind = object_kind::index;
+    } else if (ext == extension(object_kind::kfst)) {
+        out.kind = object_kind::kfst;
     } else {
         return std::nullopt;
     }

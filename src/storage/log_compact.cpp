@@ -12,8 +12,9 @@
 //
 // Unlike a merge, a compacted segment does not start with its source's bytes, so an old
 // .index would point into the new .kfs at wrong places. The order of writes keeps every pair
-// in the bucket consistent: DELETE the .index (the .kfs alone is served by walking it, as any
-// orphan), PUT the new .kfs, PUT its .index. A reader in this process that used an old
+// in the bucket consistent: DELETE the .index and the .kfst sidecar (the .kfs alone is served
+// by walking it, as any orphan; without a sidecar readers read its header), PUT the new .kfs,
+// PUT its .index, then PUT its .kfst (best effort: a failure leaves none, which is right). A reader in this process that used an old
 // position finds another batch there and walks the segment instead (segment_cache.cpp). A
 // crash in between leaves an orphan or a complete pair, and the check after restore sees the
 // first source's new size and finishes the group (log_lifecycle.cpp, verify).
@@ -251,8 +252,11 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
                 co_return false;
             }
             const auto t0 = m.now();
-            auto r = co_await store.remove(index_key(ns, id, first), st);
-            m.store_done(detail::store_op::del, detail::key_kind::index, t0, 0, 0, r ? nullptr : &r.error());
+            std::vector<std::string> old_keys;
+            old_keys.push_back(index_key(ns, id, first));
+            old_keys.push_back(time_index_key(ns, id, first));
+            auto r = co_await store.remove_many(std::move(old_keys), st);
+            m.store_done(detail::store_op::del, detail::key_kind::none, t0, 0, 0, r ? nullptr : &r.error());
             if (!r && r.error().code != errc::not_found) {
                 fail("a DELETE failed");
                 co_return false;
@@ -290,6 +294,9 @@ runtime::task<bool> partition_log::state::compact_once(std::stop_token st) {
                 co_return false;
             }
         }
+        // The old sidecar is gone already: a failure here leaves none (counted, not a failure
+        // of the pass).
+        if (cfg.time_index) (void)co_await rewrite_time_index(first, built.meta, st);
         if (!adopt_rewrite(group, built.meta, kfs, idx, created)) {
             fail("a source left the log during compaction");
             co_return false;

@@ -21,6 +21,7 @@ const char* kind_label(key_kind k) noexcept {
     case key_kind::kfs: return "kfs";
     case key_kind::index: return "index";
     case key_kind::manifest: return "manifest";
+    case key_kind::kfst: return "kfst";
     case key_kind::none:
     case key_kind::count_: break;
     }
@@ -68,10 +69,17 @@ log_instruments log_instruments::make() {
     m.segment_records = reg.histogram("skiff_flush_segment_records", "Records in one committed segment.", unit::none);
     m.flush_wait = reg.histogram("skiff_flush_wait_duration_seconds",
                                  "From the first append of a segment to the start of its upload.", unit::seconds);
+    m.time_index_writes = reg.counter("skiff_store_time_index_writes_total",
+                                      "Time-index sidecars (.kfst) stored, by flushes, merges and compactions.");
+    m.time_index_failures = reg.counter(
+        "skiff_store_time_index_failures_total",
+        "Time-index sidecars (.kfst) not stored after their bounded attempts; readers fall back to the segment.");
+    m.time_index_skipped = reg.counter("skiff_store_time_index_skipped_total",
+                                       "Time-index sidecars (.kfst) not sent because a request budget is in force.");
 
     const store_op ops[] = {store_op::put, store_op::get, store_op::get_range};
     for (auto op : ops) {
-        for (auto k : {key_kind::kfs, key_kind::index, key_kind::manifest}) {
+        for (auto k : {key_kind::kfs, key_kind::index, key_kind::manifest, key_kind::kfst}) {
             if (op == store_op::get_range && k != key_kind::kfs) continue; // indexes and manifests are read whole
             const metrics::labels l{{"op", op_label(op)}, {"kind", kind_label(k)}};
             auto& s = m.slot(op, k);

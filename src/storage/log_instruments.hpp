@@ -18,7 +18,7 @@ namespace skiff::storage::detail {
 
 // The `op` and `kind` labels of skiff_store_*: what the log asks of its object store.
 enum class store_op : std::uint8_t { put, get, get_range, list, del, count_ };
-enum class key_kind : std::uint8_t { kfs, index, manifest, none, count_ };
+enum class key_kind : std::uint8_t { kfs, index, manifest, none, kfst, count_ };
 
 inline constexpr std::size_t n_store_ops = static_cast<std::size_t>(store_op::count_);
 inline constexpr std::size_t n_key_kinds = static_cast<std::size_t>(key_kind::count_);
@@ -68,6 +68,10 @@ struct log_instruments {
     metrics::counter flush_puts;
     metrics::counter hedges; // store requests sent a second time (hedge.hpp), PUTs and GETs
     metrics::histogram put_size, segment_records, flush_wait;
+    // Time-index sidecars (.kfst): optional, so they are counted apart from the pair. Stored;
+    // given up on after their bounded attempts (readers fall back to the segment); and not
+    // sent because a request budget is in force (each would cost a third PUT per flush).
+    metrics::counter time_index_writes, time_index_failures, time_index_skipped;
 
     // Requests to the object store.
     struct store_slot {

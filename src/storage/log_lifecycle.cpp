@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 namespace skiff::storage {
 
 // ---- lifecycle ---------------------------------------------------------------------------
@@ -122,6 +124,7 @@ void partition_log::state::retire_below(std::int64_t start) {
         batch.bases.push_back(base);
         batch.keys.push_back(segment_key(ns, id, base));
         batch.keys.push_back(index_key(ns, id, base));
+        batch.keys.push_back(time_index_key(ns, id, base)); // whether or not one was written
         batch.last = std::max(batch.last, last);
         m.retention_segments.inc();
         m.retention_bytes.inc(e.kfs_size);
@@ -205,6 +208,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     const std::string prefix = partition_prefix(ns, id);
     std::map<std::int64_t, std::uint64_t> kfs;
     std::map<std::int64_t, std::uint64_t> idx;
+    std::set<std::int64_t> sidecars;
     std::string token;
     for (;;) {
         auto permit = co_await acquire_io(st);
@@ -216,7 +220,11 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         for (auto& o : page->objects) {
             auto parsed = parse_segment_name(std::string_view(o.key).substr(prefix.size()));
             if (!parsed || parsed->base >= verify_below) continue;
-            (parsed->kind == object_kind::kfs ? kfs : idx)[parsed->base] = o.size;
+            switch (parsed->kind) {
+            case object_kind::kfs: kfs[parsed->base] = o.size; break;
+            case object_kind::index: idx[parsed->base] = o.size; break;
+            case object_kind::kfst: sidecars.insert(parsed->base); break;
+            }
         }
         if (page->next_token.empty()) break;
         token = page->next_token;
@@ -234,6 +242,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     // is not the manifest's). Its footer says how far it reaches; the sources it covers leave
     // the log as if the merge had finished (log_merge.cpp).
     std::vector<std::int64_t> grown;
+    std::vector<std::string> stale_sidecars;
     for (const auto& [base, e] : cache.segments()) {
         if (base >= verify_below) break;
         if (retired(e) || e.kfs_size == 0) continue;
@@ -276,6 +285,9 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         merged.index.reset(); // loaded again: the stored one may be the merged one
         merged.index_size = idx.count(base) ? static_cast<std::uint32_t>(idx[base]) : 0;
         merged.max_timestamp = max_ts;
+        // Its sidecar may still be the first source's (the merge stopped before replacing
+        // it): once the sources go it would describe too little. Readers fall back without one.
+        if (sidecars.count(base)) stale_sidecars.push_back(time_index_key(ns, id, base));
         cache.apply_merge(std::move(merged));
         changed();
         queue_merged_away(covered);
@@ -307,7 +319,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         cache.erase(base);
         changed();
     }
-    std::vector<std::string> leftovers;
+    std::vector<std::string> leftovers = std::move(stale_sidecars);
     std::vector<std::int64_t> merged_away;
     for (const auto& [base, size] : kfs) {
         if (cache.find(base)) continue;
@@ -319,6 +331,7 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         if (base < first_live && base < log_start) {
             leftovers.push_back(segment_key(ns, id, base));
             leftovers.push_back(index_key(ns, id, base));
+            if (sidecars.count(base)) leftovers.push_back(time_index_key(ns, id, base));
             continue;
         }
         detail::segment_entry e;
@@ -339,6 +352,9 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
     for (const auto& [base, size] : idx) {
         if (!kfs.count(base) && base < first_live && base < log_start) leftovers.push_back(index_key(ns, id, base));
     }
+    for (auto base : sidecars) {
+        if (!kfs.count(base) && base < first_live && base < log_start) leftovers.push_back(time_index_key(ns, id, base));
+    }
     if (!merged_away.empty()) {
         log::info("partition {}/{}: {} segments merged before the restore are still in the bucket; deleting them",
                   id.topic, id.partition, merged_away.size());
@@ -346,8 +362,8 @@ runtime::task<bool> partition_log::state::verify(std::stop_token st) {
         changed();
     }
     if (!leftovers.empty()) {
-        log::info("partition {}/{}: deleting {} objects below the log start left by an interrupted delete",
-                  id.topic, id.partition, leftovers.size());
+        log::info("partition {}/{}: deleting {} objects left by an interrupted delete or merge", id.topic,
+                  id.partition, leftovers.size());
         bool ok = false;
         co_await remove_keys(std::move(leftovers), st, ok);
     }

@@ -10,7 +10,11 @@
 // a restart, `skiff fsck`, any reader of the format) take a segment's end from the next
 // segment's base, so while the later sources exist they serve their own offsets and the
 // merged object's copy of them is never read twice. Steps:
-//   1. PUT the merged .kfs and its .index (together), over the first source's.
+//   1. PUT the merged .kfs and its .index (together), over the first source's; then its
+//      .kfst (or DELETE the first source's, when that fails or sidecars are off). Until then
+//      the old sidecar describes exactly the offsets readers take from that object (up to
+//      the next source's base); a merge whose old sidecar can be neither replaced nor
+//      deleted is not adopted, so its sources are never deleted under a narrower sidecar.
 //   2. Forget the later sources in memory: their offsets are read from the merged segment.
 //   3. Store a manifest without them, then, after delete_delay, delete them.
 // A crash before 3 leaves the sources in a manifest; the check after the next restore sees
@@ -20,6 +24,7 @@
 #include "log_state.hpp"
 
 #include <skiff/runtime/when_all.hpp>
+#include <skiff/storage/index_format.hpp>
 #include <skiff/storage/segment_format.hpp>
 
 #include <fmt/format.h>
@@ -113,9 +118,38 @@ void partition_log::state::queue_merged_away(const std::vector<std::int64_t>& ba
     for (auto b : bases) {
         d.keys.push_back(segment_key(ns, id, b));
         d.keys.push_back(index_key(ns, id, b));
+        d.keys.push_back(time_index_key(ns, id, b));
     }
     deletes.push_back(std::move(d));
     manifest_urgent = true; // the delete waits for a manifest without them
+}
+
+runtime::task<bool> partition_log::state::rewrite_time_index(std::int64_t base, const segment_meta& meta,
+                                                              std::stop_token st) {
+    const std::string key = time_index_key(ns, id, base);
+    if (cfg.time_index) {
+        const std::string body = encode_time_index(time_index_of(meta));
+        auto permit = co_await acquire_io(st);
+        if (!permit) co_return false;
+        if (!may_modify()) co_return false;
+        const auto t0 = m.now();
+        auto r = co_await store.put(key, std::span<const char>(body.data(), body.size()), false, st);
+        m.store_done(detail::store_op::put, detail::key_kind::kfst, t0, body.size(), 0, r ? nullptr : &r.error());
+        if (r) {
+            m.time_index_writes.inc();
+            co_return true;
+        }
+        m.time_index_failures.inc();
+        log::warn("partition {}/{}: time-index sidecar of segment {} not stored ({}); deleting the old one", id.topic,
+                  id.partition, base, r.error().message);
+    }
+    auto permit = co_await acquire_io(st);
+    if (!permit) co_return false;
+    if (!may_modify()) co_return false;
+    const auto t0 = m.now();
+    auto r = co_await store.remove(key, st);
+    m.store_done(detail::store_op::del, detail::key_kind::none, t0, 0, 0, r ? nullptr : &r.error());
+    co_return static_cast<bool>(r);
 }
 
 runtime::task<result<std::shared_ptr<const std::string>, store_error>>
@@ -238,6 +272,10 @@ runtime::task<bool> partition_log::state::merge_once(std::stop_token st) {
             log::warn("partition {}/{}: merge at {} not stored ({}); tried again later", id.topic, id.partition, first,
                       err.message);
         }
+        co_return false;
+    }
+    if (!co_await rewrite_time_index(first, built.meta, st)) {
+        fail("the time-index sidecar could be neither stored nor deleted");
         co_return false;
     }
     // The log may have moved while the PUTs were out (DeleteRecords retired a source).

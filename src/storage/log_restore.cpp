@@ -79,6 +79,7 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
     const std::string prefix = partition_prefix(ns, id);
     std::map<std::int64_t, std::uint64_t> kfs;
     std::map<std::int64_t, std::uint64_t> idx;
+    std::vector<std::int64_t> sidecars; // .kfst bases: never paired, never orphans
     std::string token;
     auto trace = metrics::span::root("restore");
     if (trace.active()) {
@@ -116,9 +117,9 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
             segments[e.base] = std::move(se);
         }
         next_offset = mf->covered_end;
-        // ".index" sorts before ".kfs": starting after the .kfs key of covered_end - 1 skips
-        // both objects of that base and lists every segment at covered_end or above.
-        if (mf->covered_end > 0) start_after = segment_key(ns, id, mf->covered_end - 1);
+        // ".index" < ".kfs" < ".kfst": starting after the .kfst key of covered_end - 1 skips
+        // every object of that base and lists every segment at covered_end or above.
+        if (mf->covered_end > 0) start_after = time_index_key(ns, id, mf->covered_end - 1);
     }
 
     auto list_span = trace.child("list");
@@ -140,10 +141,10 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
             auto parsed = parse_segment_name(name);
             if (!parsed) continue;
             if (mf && parsed->base < mf->covered_end) continue; // a store that ignores start_after
-            if (parsed->kind == object_kind::kfs) {
-                kfs[parsed->base] = o.size;
-            } else {
-                idx[parsed->base] = o.size;
+            switch (parsed->kind) {
+            case object_kind::kfs: kfs[parsed->base] = o.size; break;
+            case object_kind::index: idx[parsed->base] = o.size; break;
+            case object_kind::kfst: sidecars.push_back(parsed->base); break;
             }
         }
         if (page->next_token.empty()) break;
@@ -161,6 +162,12 @@ runtime::task<result<restored_log, store_error>> restore(object_store& store, co
             orphan_floor = std::max(orphan_floor, base + 1);
             log::warn("{}{}: .index of segment {} has no .kfs; ignored", store.describe(), prefix, base);
         }
+    }
+    // A sidecar is optional and never makes or breaks a segment. One without its .kfs (a
+    // flush cut short after the sidecar landed) still reserves its base like an orphan .index:
+    // a new segment there would be described by it until its own sidecar replaced it.
+    for (auto base : sidecars) {
+        if (!kfs.count(base)) orphan_floor = std::max(orphan_floor, base + 1);
     }
     for (auto& [base, size] : kfs) {
         segment_entry e;

@@ -211,6 +211,11 @@ struct partition_log::state {
                        std::int64_t created_ms);
     // The queue entry that deletes merged-away sources once a manifest without them is stored.
     void queue_merged_away(const std::vector<std::int64_t>& bases);
+    // After a merge or compaction stored a new .kfs under `base`: PUT its time-index sidecar
+    // (log_config::time_index), or DELETE whatever sidecar is there when it is off or the PUT
+    // failed, so no sidecar describes other bytes than its segment. False when neither worked
+    // (an old sidecar may remain). Not cancellable midway: `st` stops the next request only.
+    runtime::task<bool> rewrite_time_index(std::int64_t base, const segment_meta& meta, std::stop_token st);
 
     // Rebuilds a missing .index in the background (restore or the check after it found the
     // .kfs alone); the manifest learns of it.

@@ -358,10 +358,12 @@ runtime::task<void> partition_log::close() {
     s.closing = true;
     s.pipeline.start_closing();
     s.pipeline.flush_now();
-    if (!s.pipeline.idle()) {
+    // Time-index sidecars too: one small PUT each, each attempt bounded, no retry once closing.
+    const auto busy = [&s] { return !s.pipeline.idle() || s.pipeline.sidecars_in_flight() > 0; };
+    if (busy()) {
         // Bounded: a store that never answers must not hold shutdown forever.
         runtime::deadline_scope scope(runtime::reactor::local().now() + s.cfg.close_timeout);
-        while (!s.pipeline.idle() && !scope.expired()) {
+        while (busy() && !scope.expired()) {
             auto slept = co_await runtime::sleep(std::chrono::milliseconds(2), scope.token());
             (void)slept;
         }

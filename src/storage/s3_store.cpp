@@ -30,6 +30,7 @@ bool ends_with(std::string_view s, std::string_view suffix) noexcept {
 std::string_view s3_store::metric_kind(std::string_view key) noexcept {
     if (ends_with(key, ".kfs")) return "kfs";
     if (ends_with(key, ".index")) return "index";
+    if (ends_with(key, ".kfst")) return "kfst";
     return "other";
 }
 
@@ -63,6 +64,7 @@ result<std::unique_ptr<s3_store>, store_error> s3_store::create(s3::client& clie
     // The series operators know are there from the start, at zero.
     client.declare_metric_kind("kfs");
     client.declare_metric_kind("index");
+    client.declare_metric_kind("kfst");
     return std::unique_ptr<s3_store>(new s3_store(client, std::string(bucket), std::move(prefix)));
 }
 

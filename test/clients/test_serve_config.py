@@ -82,7 +82,7 @@ EVERY_KEY = {
     "default-partitions": "6", "etcd": '"http://127.0.0.1:2379"', "node-id": "3", "broker-id": "3",
     "lease-ttl-s": "5", "rack": '"eu-west-1a"', "cores": "2", "max-frame-bytes": "33554432",
     "message-max-bytes": "2097152", "retention-ms": "86400000", "retention-bytes": "1073741824",
-    "file-delete-delay-ms": "30000", "manifest-every-segments": "16", "merge-target-bytes": "16777216",
+    "file-delete-delay-ms": "30000", "manifest-every-segments": "16", "time-index": "false", "merge-target-bytes": "16777216",
     "merge-age-ms": "300000", "compaction-interval-ms": "5000", "compaction-map-bytes": "1048576",
     "group-initial-rebalance-delay-ms": "100", "log-level": '"warn"',
     "sasl-mechanisms": '"SCRAM-SHA-512"', "max-reauth-ms": "60000", "failed-auth-delay-ms": "50",

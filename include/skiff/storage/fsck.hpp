@@ -15,6 +15,11 @@
 // headers, fewer records) is a warning as well: a reader taking each segment's end from the
 // next base reads each of its offsets once, in the compacted or the original version.
 //
+// Time-index sidecars (.kfst) are optional: a segment without one is fine, a sidecar without
+// its .kfs is a harmless leftover (a warning). A sidecar that does not decode or does not
+// describe its segment (time_index_of the decoded .kfs) is a problem, since a reader pruning
+// by it could skip records; repair rewrites it.
+//
 // Gaps are warnings, not problems: a takeover leaves offsets unused on purpose, and a
 // deposed owner's late segment may land inside such a gap (docs/cluster.md, "Storage");
 // readers skip them. Overlaps are problems: an offset in two segments could be read with
@@ -62,8 +67,13 @@ struct fsck_partition {
     std::vector<fsck_gap> copies;
     std::vector<std::string> corrupt;          // one sentence per corrupt object
     std::vector<std::int64_t> repaired;        // indexes rebuilt and uploaded
+    std::vector<std::int64_t> orphan_time_index; // warnings: .kfst without .kfs (bases)
+    std::vector<std::string> bad_time_index;   // one sentence per .kfst not describing its segment
+    std::vector<std::int64_t> repaired_time_index; // sidecars rewritten by repair
+    std::size_t time_indexes = 0;              // sidecars found beside a valid segment
     bool clean() const noexcept {
-        return orphan_kfs.empty() && orphan_index.empty() && overlaps.empty() && corrupt.empty();
+        return orphan_kfs.empty() && orphan_index.empty() && overlaps.empty() && corrupt.empty() &&
+               bad_time_index.empty();
     }
 };
 

@@ -2,6 +2,9 @@
 //
 //   {ns}/{topic}/{partition}/segment-{base:020d}.kfs     the segment
 //   {ns}/{topic}/{partition}/segment-{base:020d}.index   its sparse offset index
+//   {ns}/{topic}/{partition}/segment-{base:020d}.kfst    its time-index sidecar (optional)
+//
+// Keys of one base sort .index < .kfs < .kfst.
 //
 // Pure functions; any core.
 #pragma once
@@ -20,19 +23,20 @@ struct partition_id {
     std::int32_t partition = 0;
 };
 
-enum class object_kind : std::uint8_t { kfs, index };
+enum class object_kind : std::uint8_t { kfs, index, kfst };
 
 // "{ns}/{topic}/{partition}/"
 std::string partition_prefix(const std::string& ns, const partition_id& p);
 std::string segment_key(const std::string& ns, const partition_id& p, std::int64_t base);
 std::string index_key(const std::string& ns, const partition_id& p, std::int64_t base);
+std::string time_index_key(const std::string& ns, const partition_id& p, std::int64_t base);
 std::string object_key(const std::string& ns, const partition_id& p, std::int64_t base, object_kind kind);
 
 struct segment_name {
     std::int64_t base = 0;
     object_kind kind = object_kind::kfs;
 };
-// "segment-{base:020d}.kfs|.index" (exactly 20 digits, base >= 0); nullopt for anything else.
+// "segment-{base:020d}.kfs|.index|.kfst" (exactly 20 digits, base >= 0); nullopt for anything else.
 std::optional<segment_name> parse_segment_name(std::string_view name);
 
 struct object_address {

@@ -62,6 +62,10 @@ struct log_config {
     std::chrono::milliseconds retry_base{20};
     std::chrono::milliseconds retry_cap{2000};
     bool repair_orphans = true;                // rebuild and upload missing .index files
+    // Write a time-index sidecar (.kfst) beside every segment a flush, merge or compaction
+    // stores. Optional for readers, so never on the acknowledgement's path: a flush sends it
+    // alongside the pair but commits without it (flush_pipeline.hpp).
+    bool time_index = true;
     // close() waits this long for uploads to land; then it cancels them, and appends that
     // were waiting fail (they were never acknowledged).
     std::chrono::milliseconds close_timeout{30000};

@@ -6,7 +6,9 @@
 // the other with upload_mode::sequential, kept as a measurable baseline. Up to
 // max_inflight_flushes segments of a partition upload at once; they commit strictly in
 // offset order. An append is acknowledged only when its segment and every earlier segment
-// have both objects stored; the high watermark is the end of that committed prefix.
+// have both objects stored; the high watermark is the end of that committed prefix. A
+// time-index sidecar (.kfst, log_config::time_index) starts with the pair but is optional:
+// no commit waits for it, and a failed one is left missing (readers fall back).
 //
 // Failures. A failed upload is retried with backoff under the same key with the same bytes
 // (a segment's bytes never change once built). An append whose deadline passes fails with a
@@ -26,8 +28,9 @@
 // served from memory; older ones through range GETs from the index position (or by walking
 // the segment when its index is missing).
 //
-// Restore. open() lists the partition's prefix, pairs .kfs and .index by base offset, and
-// reads only the newest segment's footer to find the next offset. Orphans never block it.
+// Restore. open() lists the partition's prefix, pairs .kfs and .index by base offset (a
+// .kfst is never paired: it only reserves its base when its .kfs is missing), and reads only
+// the newest segment's footer to find the next offset. Orphans never block it.
 //
 // Lifecycle (docs/lifecycle.md). A background loop on the log's core, one store request at a
 // time: it writes a manifest (manifest_format.hpp) after log_config::manifest_every_segments

@@ -98,6 +98,7 @@ const std::map<std::string, std::string> sample_values = {
     {"retention-bytes", "1073741824"},
     {"file-delete-delay-ms", "30000"},
     {"manifest-every-segments", "16"},
+    {"time-index", "false"},
     {"merge-target-bytes", "16777216"},
     {"merge-age-ms", "300000"},
     {"compaction-interval-ms", "5000"},

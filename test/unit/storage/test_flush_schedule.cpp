@@ -37,6 +37,7 @@ log_config adaptive_config() {
     auto c = skiff::test::fast_log_config();
     c.linger.reset();
     c.max_age = 10s; // only the scheduler under test cuts segments
+    c.time_index = false; // the tests count the pair's PUTs; the sidecar is test_time_index.cpp's
     c.append_timeout = 60s;
     // Only segment PUTs are counted here, and on a manual clock a manifest PUT at close would
     // wait for time nobody advances.

@@ -11,6 +11,12 @@ TEST_CASE("layout: keys of a partition's objects", "[storage][layout]") {
     CHECK(segment_key("default", p, 0) == "default/orders/3/segment-00000000000000000000.kfs");
     CHECK(index_key("ns", p, 1234) == "ns/orders/3/segment-00000000000000001234.index");
     CHECK(object_key("ns", p, 7, object_kind::index) == index_key("ns", p, 7));
+    CHECK(time_index_key("ns", p, 1234) == "ns/orders/3/segment-00000000000000001234.kfst");
+    CHECK(object_key("ns", p, 7, object_kind::kfst) == time_index_key("ns", p, 7));
+    // Restore starts a LIST after the .kfst key of a base to skip all three of its objects.
+    CHECK(index_key("ns", p, 7) < segment_key("ns", p, 7));
+    CHECK(segment_key("ns", p, 7) < time_index_key("ns", p, 7));
+    CHECK(time_index_key("ns", p, 7) < index_key("ns", p, 8));
 }
 
 TEST_CASE("layout: segment names parse back, and nothing else does", "[storage][layout]") {
@@ -25,7 +31,13 @@ TEST_CASE("layout: segment names parse back, and nothing else does", "[storage][
 
     CHECK_FALSE(parse_segment_name("segment-0000000000000001234.kfs"));   // 19 digits
     CHECK_FALSE(parse_segment_name("segment-000000000000000001234.kfs")); // 21 digits
-    CHECK_FALSE(parse_segment_name("segment-00000000000000001234.kfst"));
+    auto kfst = parse_segment_name("segment-00000000000000001234.kfst");
+    REQUIRE(kfst.has_value());
+    CHECK(kfst->base == 1234);
+    CHECK(kfst->kind == object_kind::kfst);
+    CHECK_FALSE(parse_segment_name("segment-00000000000000001234.kfstx"));
+    CHECK_FALSE(parse_segment_name("segment-00000000000000001234.kfs.tmp"));
+    CHECK_FALSE(parse_segment_name("segment-00000000000000001234.kf"));
     CHECK_FALSE(parse_segment_name("segment-00000000000000001234"));
     CHECK_FALSE(parse_segment_name("segment-0000000000000000123x.kfs"));
     CHECK_FALSE(parse_segment_name("segment-99999999999999999999.kfs")); // past INT64_MAX

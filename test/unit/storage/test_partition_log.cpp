@@ -89,6 +89,7 @@ TEST_CASE("parallel mode has both PUTs of a flush in flight at once; sequential 
             auto cfg = test_config();
             cfg.mode = m;
             cfg.max_inflight_flushes = 1;
+            cfg.time_index = false; // the pair alone (the sidecar's overlap: test_time_index.cpp)
             auto log = co_await open_log(store, budget, pid, cfg);
             for (int i = 0; i < 3; ++i) {
                 auto o = co_await produce(log.get(), batch_of(i, 1));
