@@ -150,6 +150,10 @@ void flush_pipeline::seal() {
 // Starts uploads for sealed jobs while the pipelining depth allows.
 void flush_pipeline::pump() {
     if (_fenced) return;
+    // Chosen first, spawned after: run_job starts eagerly, and a job that commits before
+    // spawn returns is popped from _jobs, which would invalidate an iterator held over it.
+    // The jobs chosen stay alive until they finish, and none of them has finished yet.
+    std::vector<flush_job*> starting;
     for (auto& j : _jobs) {
         if (_uploading >= _cfg.max_inflight_flushes) break;
         if (j->started) continue;
@@ -161,11 +165,14 @@ void flush_pipeline::pump() {
         _m.flush_wait.record(j->upload_began - j->first_append);
         ++_stats.flushes;
         _stats.flushed_bytes += j->kfs->size() + j->index->size();
+        starting.push_back(j.get());
+    }
+    for (flush_job* j : starting) {
         // Taken before run_job starts: a job can commit (and go) before spawn returns.
         const std::int64_t base = j->base;
         std::shared_ptr<const std::string> kfst = j->kfst;
         std::shared_ptr<sidecar_link> link = j->link;
-        auto spawned = _gate.spawn(run_job(j.get()));
+        auto spawned = _gate.spawn(run_job(j));
         if (!spawned) {
             --_uploading;
             _uploading_g.add(-1);
