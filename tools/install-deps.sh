@@ -11,8 +11,10 @@ build_pkgs=(
   catch2 libpugixml-dev ca-certificates python3
   zlib1g-dev libsnappy-dev liblz4-dev libzstd-dev
   libcli11-dev libtomlplusplus-dev
-  # README's tour reads the metrics endpoint with curl.
-  curl
+  # skiff sql's query engine (src/sql).
+  libsqlite3-dev
+  # README's tour reads the metrics endpoint with curl and queries skiff sql with psql.
+  curl postgresql-client
   # The unit tests of etcd::gateway_kv start a real etcd (test/unit/etcd/etcd_process.cpp).
   etcd-server
 )
@@ -21,6 +23,8 @@ test_pkgs=(
   # kafka-python's snappy, lz4 and zstd codecs (test/clients/test_kafka_python.py)
   python3-snappy python3-lz4 python3-zstandard
   curl procps chromium
+  # psycopg2 for skiff sql (test/clients/test_sql.py); psql is a build package (the tour's)
+  python3-psycopg2
   # meson install checks (test/integration/test_install.sh): unit verification, man page rendering
   systemd man-db groff-base
 )

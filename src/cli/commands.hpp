@@ -16,5 +16,7 @@ int acl_command(const std::vector<std::string>& args);     // acl_cmd.cpp
 int group_command(const std::vector<std::string>& args);   // group_cmd.cpp
 int produce_command(const std::vector<std::string>& args); // produce_cmd.cpp
 int consume_command(const std::vector<std::string>& args); // consume_cmd.cpp
+int cat_command(const std::vector<std::string>& args);     // cat_cmd.cpp
+int sql_command(const std::vector<std::string>& args);     // sql_cmd.cpp
 
 } // namespace skiff::cli

@@ -3,12 +3,11 @@
 // --repair, rebuilt indexes. Exit status 0 when clean (or repaired clean), 1 otherwise.
 #include "commands.hpp"
 #include "s3_config.hpp"
+#include "store_target.hpp"
 
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/storage/fsck.hpp>
-#include <skiff/storage/local_store.hpp>
-#include <skiff/storage/s3_store.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -30,40 +29,13 @@ constexpr const char* fsck_usage =
     "missing or unusable indexes from their segments. Exit status: 0 clean, 1 problems, 2 usage.\n";
 
 runtime::task<int> run_fsck(std::string target, std::string ns, bool repair, s3_flags flags) {
-    std::unique_ptr<s3::client> client;
-    std::unique_ptr<storage::object_store> store;
-    if (target.rfind("s3://", 0) == 0) {
-        auto rest = target.substr(5);
-        auto slash = rest.find('/');
-        std::string bucket = rest.substr(0, slash);
-        if (slash != std::string::npos && slash + 1 < rest.size()) ns = rest.substr(slash + 1);
-        while (!ns.empty() && ns.back() == '/') ns.pop_back();
-        auto cfg = make_s3_config(flags);
-        if (!cfg) {
-            std::fprintf(stderr, "skiff: %s\n", cfg.error().c_str());
-            co_return 1;
-        }
-        auto c = s3::client::create(std::move(*cfg));
-        if (!c) {
-            std::fprintf(stderr, "skiff: %s\n", c.error().c_str());
-            co_return 1;
-        }
-        client = std::move(*c);
-        auto s = storage::s3_store::create(*client, "s3://" + bucket);
-        if (!s) {
-            std::fprintf(stderr, "skiff: %s\n", s.error().message.c_str());
-            co_return 2;
-        }
-        store = std::move(*s);
-    } else {
-        auto s = storage::local_store::create(target);
-        if (!s) {
-            std::fprintf(stderr, "skiff: %s\n", s.error().message.c_str());
-            co_return 1;
-        }
-        store = std::move(*s);
+    auto opened = open_store_target(target, ns, flags);
+    if (!opened) {
+        std::fprintf(stderr, "skiff: %s\n", opened.error().message.c_str());
+        co_return opened.error().status;
     }
-    if (ns.empty()) ns = "default";
+    auto& store = opened->store;
+    ns = opened->ns;
     auto report = co_await storage::fsck(*store, ns, repair);
     if (!report) {
         std::fprintf(stderr, "skiff: fsck of %s failed: %s\n", store->describe().c_str(), report.error().message.c_str());

@@ -26,6 +26,8 @@ void usage(std::FILE* out) {
                "                          consumer groups: members, lag, offset resets (see `skiff group --help`)\n"
                "  produce -t TOPIC        write records from stdin, one per line (see `skiff produce --help`)\n"
                "  consume -t TOPIC        print a topic's records, or JSON lines (see `skiff consume --help`)\n"
+               "  cat TARGET/TOPIC        print a topic's records straight from the bucket, no broker (see `skiff cat --help`)\n"
+               "  sql --listen ADDR       SQL over the bucket's topics on the Postgres wire protocol (see `skiff sql --help`)\n"
                "  version                 print the version\n",
                out);
 }
@@ -50,6 +52,8 @@ int main(int argc, char** argv) {
     if (cmd == "group") return skiff::cli::group_command(rest);
     if (cmd == "produce") return skiff::cli::produce_command(rest);
     if (cmd == "consume") return skiff::cli::consume_command(rest);
+    if (cmd == "cat") return skiff::cli::cat_command(rest);
+    if (cmd == "sql") return skiff::cli::sql_command(rest);
     if (cmd == "version" || cmd == "--version") {
         std::puts("skiff 0.1.0");
         return 0;

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <utility>
 
@@ -116,9 +117,20 @@ struct segment_scan::impl : std::enable_shared_from_this<segment_scan::impl> {
         }
         ++in_flight;
         stats.max_gets_in_flight = std::max(stats.max_gets_in_flight, in_flight);
+        const auto started = std::chrono::steady_clock::now();
         auto g = co_await store.get(key, r, st);
         --in_flight;
         ++stats.gets;
+        if (cfg.on_get) {
+            get_event e;
+            e.key = key;
+            e.range = r;
+            e.bytes = g ? g->data.size() : 0;
+            e.start = started;
+            e.end = std::chrono::steady_clock::now();
+            e.ok = g.has_value();
+            cfg.on_get(e);
+        }
         if (cfg.budget && g) cfg.budget->on_success();
         if (!g) {
             if (g.error().code == storage::errc::cancelled || st.stop_requested())

@@ -30,8 +30,10 @@
 #include <skiff/storage/object_store.hpp>
 #include <skiff/storage/record_batch.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -116,6 +118,15 @@ struct scan_bounds {
 std::vector<segment_ref> plan(const std::map<std::int32_t, partition_segments>& parts, const scan_bounds& b,
                               const std::vector<std::int32_t>& only_partitions = {});
 
+// One GET a scan made (for traces): what it asked for and when, on the steady clock.
+struct get_event {
+    std::string_view key;                      // valid during the call only
+    std::optional<storage::byte_range> range;  // nullopt: the whole object
+    std::uint64_t bytes = 0;                   // received
+    std::chrono::steady_clock::time_point start, end;
+    bool ok = false;                           // false: failed or cancelled
+};
+
 struct scan_config {
     scan_config() = default;
     std::size_t parallel_gets = 16;                          // GETs in flight at once
@@ -124,6 +135,10 @@ struct scan_config {
     std::size_t max_uncompressed_batch_bytes = 64u << 20;    // decompression bomb bound per batch
     std::size_t part_bytes = 8u << 20;                       // bytes per ranged GET of a segment
     storage::io_budget* budget = nullptr;                    // shared with the storage engine; null = none
+    // Called on the scan's core when each GET ends (failed and cancelled ones too), possibly
+    // after the scan was destroyed (GETs still in flight end on a later reactor turn). Cheap;
+    // must not throw.
+    std::function<void(const get_event&)> on_get;
 };
 
 // One record. Views point into the current chunk and live until the next call to next().
