@@ -25,7 +25,8 @@ What is generated (namespace skiff::kafka):
 
 Schema features and how they map:
   - types: bool, int8, int16, uint16, int32, uint32, int64, float64, uuid, string, bytes,
-    records, structs, arrays of any of these ([]T). string/bytes/records are std::string;
+    records, structs, arrays of any of these ([]T). string/bytes are std::string, records are
+    kafka::record_bytes (owned, or borrowed from the input: skiff/kafka/record_bytes.hpp);
     records are always std::optional (null by default), as are fields with nullableVersions.
   - error codes: a field named ErrorCode, or an int16 (or []int16) field whose name ends in
     ErrorCode, is kafka::error_code (skiff/kafka/errors.hpp), an int16 on the wire; any code,
@@ -404,6 +405,8 @@ def cpp_value_type(t, scope):
             return t.enum
         if t.text in PRIMS:
             return PRIMS[t.text][0]
+        if t.text == 'records':
+            return 'kafka::record_bytes'
         return 'std::string'
     if t.kind == 'struct':
         return t.text
@@ -562,7 +565,7 @@ class Codec:
         elif t.kind == 'prim' and t.text in PRIMS:
             o('w.write_%s(%s);' % (PRIMS[t.text][1], expr))
         elif t.kind == 'prim':
-            kind = 'string' if t.text == 'string' else 'bytes'
+            kind = {'string': 'string', 'records': 'records'}.get(t.text, 'bytes')
             if is_opt:
                 o('w.write_nullable_%s(%s, %s, %s, %s);' % (kind, expr, compact, nullable, label))
             else:
@@ -624,7 +627,7 @@ class Codec:
         elif t.kind == 'prim' and t.text in PRIMS:
             o('if (!%s.read_%s(%s)) %s' % (rd, PRIMS[t.text][1], target, fail(label)))
         elif t.kind == 'prim':
-            kind = 'string' if t.text == 'string' else 'bytes'
+            kind = {'string': 'string', 'records': 'records'}.get(t.text, 'bytes')
             if is_opt:
                 o('if (!%s.read_nullable_%s(%s, %s, %s)) %s' % (rd, kind, target, compact, nullable, fail(label)))
             else:

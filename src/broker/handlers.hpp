@@ -57,9 +57,12 @@ std::string respond(Resp& r, const request_ctx& ctx) {
     return std::move(*e);
 }
 
+// With borrow_records, records fields view `body` (kafka/record_bytes.hpp): the caller keeps the
+// frame alive as long as the request.
 template <typename Req>
-Req decode_body(std::span<const char> body, std::int16_t version) {
+Req decode_body(std::span<const char> body, std::int16_t version, bool borrow_records = false) {
     kafka::reader rd(body);
+    rd.borrow_records(borrow_records);
     auto r = Req::decode(rd, version);
     if (!r) throw connection_error(std::string(Req::message_name) + " v" + std::to_string(version) +
                                    " is malformed: " + r.error().message);

@@ -228,6 +228,21 @@ bool reader::read_nullable_bytes(std::optional<std::string>& out, bool compact, 
     return true;
 }
 
+bool reader::read_nullable_records(std::optional<record_bytes>& out, bool compact, bool nullable) {
+    std::int64_t n = 0;
+    if (!read_length(n, compact, true)) return false;
+    if (n < 0) {
+        if (!nullable) return fail("null for non-nullable bytes");
+        out.reset();
+        return true;
+    }
+    const std::span<const char> bytes(_data + _pos, static_cast<std::size_t>(n));
+    if (_borrow) out.emplace(record_bytes::borrow(bytes));
+    else out.emplace(std::string(bytes.data(), bytes.size()));
+    _pos += static_cast<std::size_t>(n);
+    return true;
+}
+
 bool reader::read_array_length(std::int32_t& out, bool compact, bool nullable) noexcept {
     std::int64_t n = 0;
     if (!read_length(n, compact, true)) return false;
@@ -264,6 +279,7 @@ bool reader::sub_reader(std::size_t n, reader& sub) noexcept {
     if (!need(n)) return false;
     sub = reader(std::span<const char>(_data + _pos, n));
     sub._base = _base + _pos;
+    sub._borrow = _borrow;
     _pos += n;
     return true;
 }
@@ -341,6 +357,15 @@ void writer::write_nullable_bytes(const std::optional<std::string>& b, bool comp
         return;
     }
     write_bytes(*b, compact, where);
+}
+
+void writer::write_nullable_records(const std::optional<record_bytes>& b, bool compact, bool nullable,
+                                    const char* where) {
+    if (!b) {
+        write_null(compact, true, nullable, where);
+        return;
+    }
+    write_bytes(b->view(), compact, where);
 }
 
 void writer::write_array_length(std::size_t n, bool compact, const char* where) {

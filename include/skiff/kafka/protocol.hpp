@@ -6,6 +6,7 @@
 #pragma once
 
 #include "skiff/core/result.hpp"
+#include "skiff/kafka/record_bytes.hpp"
 
 #include <array>
 #include <cstddef>
@@ -84,6 +85,11 @@ public:
     // Bytes and records: int32 length (-1 = null), or compact as above.
     bool read_bytes(std::string& out, bool compact);
     bool read_nullable_bytes(std::optional<std::string>& out, bool compact, bool nullable);
+    // A records field: borrowed from the input when borrow_records() is on, else copied.
+    bool read_nullable_records(std::optional<record_bytes>& out, bool compact, bool nullable);
+    // Records fields view the input instead of copying it: for a caller that keeps the input
+    // alive as long as the decoded message (the broker's Produce path). Sub-readers inherit it.
+    void borrow_records(bool on) noexcept { _borrow = on; }
     // An array's element count: int32 or compact; -1 means null (an error unless `nullable`).
     // A count above remaining() is an error: every element takes at least one byte.
     bool read_array_length(std::int32_t& out, bool compact, bool nullable) noexcept;
@@ -120,6 +126,7 @@ private:
     const char* _what = nullptr;
     const char* _where = nullptr;
     std::size_t _err_pos = 0;
+    bool _borrow = false;
 };
 
 // Appends Kafka primitives to a std::string.
@@ -155,6 +162,8 @@ public:
     void write_bytes(std::string_view b, bool compact, const char* where = "bytes");
     void write_nullable_bytes(const std::optional<std::string>& b, bool compact, bool nullable,
                               const char* where);
+    void write_nullable_records(const std::optional<record_bytes>& b, bool compact, bool nullable,
+                                const char* where);
     void write_array_length(std::size_t n, bool compact, const char* where = "array");
     // A null array (int32 -1, or 0 when compact) if `nullable`, else an error.
     void write_null_array(bool compact, bool nullable, const char* where);

@@ -237,7 +237,8 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     auto body = hdr->body;
     switch (static_cast<api_key>(key)) {
     case api_key::produce: {
-        auto req = decode_body<kafka::ProduceRequest>(body, version);
+        // The record sets stay in the frame (borrowed, not copied): `frame` outlives `req`.
+        auto req = decode_body<kafka::ProduceRequest>(body, version, true);
         // KafkaApis.handleProduceRequest: WRITE on each topic; the others are answered
         // TOPIC_AUTHORIZATION_FAILED and never reach a partition.
         std::vector<kafka::ProduceResponse::TopicProduceResponse> denied;
@@ -257,10 +258,8 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
                 return true;
             });
         }
-        // The request now holds its own copy of the records: the frame's memory goes back
-        // before the produce may wait for room (admission), so a waiting produce holds its
-        // bytes once. Nothing below reads `hdr` or `body` again.
-        std::string().swap(frame);
+        // A produce waiting for room (admission) holds its bytes once: in the frame, which the
+        // request's record sets view.
         const bool no_response = req.acks == 0;
         std::size_t bytes = 0;
         for (const auto& td : req.topic_data) {

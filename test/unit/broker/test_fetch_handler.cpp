@@ -51,7 +51,7 @@ const kafka::FetchResponse::PartitionData& part(const kafka::FetchResponse& r, s
 }
 
 // The values of every record in a fetched record set.
-std::vector<std::string> values_of(const std::optional<std::string>& records) {
+std::vector<std::string> values_of(const std::optional<kafka::record_bytes>& records) {
     std::vector<std::string> out;
     if (!records) return out;
     std::span<const char> rest(*records);

@@ -237,6 +237,45 @@ TEST_CASE("ProduceRequest v7 from librdkafka and kafkajs, v3 and v9", "[kafka][g
         CHECK(req.topic_data[0].partition_data[0].records == rdkafka_batch);
         check_reencode(req, f, framed);
     }
+    SECTION("records borrowed from the frame when asked, copied otherwise") {
+        const std::string framed = unhex(
+            "00000075" "0000" "0007" "00000004" "0007" "72646b61666b61"
+            "ffff" "ffff" "00007530" "00000001" "000174" "00000001" "00000000"
+            "00000049") + rdkafka_batch;
+        auto hdr = parse_request_header(sp(framed).subspan(4));
+        REQUIRE(hdr);
+        const std::span<const char> body = hdr->body;
+        skiff::kafka::reader borrowing(body);
+        borrowing.borrow_records(true);
+        auto lent = ProduceRequest::decode(borrowing, 7);
+        REQUIRE(lent);
+        const auto& r = lent->topic_data.at(0).partition_data.at(0).records;
+        REQUIRE(r.has_value());
+        CHECK(r->borrowed());
+        CHECK(*r == rdkafka_batch);
+        // The view lies inside the frame: nothing was copied.
+        CHECK(r->data() >= body.data());
+        CHECK(r->data() + r->size() <= body.data() + body.size());
+        // Re-encoding a borrowed record set writes the same bytes.
+        auto again = encode_request(*lent, 7, hdr->header.correlation_id, hdr->header.client_id);
+        REQUIRE(again);
+        CHECK(hex(*again) == hex(framed));
+
+        skiff::kafka::reader copying(body);
+        auto owned = ProduceRequest::decode(copying, 7);
+        REQUIRE(owned);
+        auto& o = owned->topic_data.at(0).partition_data.at(0).records;
+        REQUIRE(o.has_value());
+        CHECK_FALSE(o->borrowed());
+        CHECK(*o == rdkafka_batch);
+        CHECK((o->data() < body.data() || o->data() >= body.data() + body.size()));
+        // own() turns a borrowed value into a copy that outlives the frame.
+        auto keep = *r;
+        std::string& mine = keep.own();
+        CHECK_FALSE(keep.borrowed());
+        CHECK(mine == rdkafka_batch);
+        CHECK((keep.data() < body.data() || keep.data() >= body.data() + body.size()));
+    }
     SECTION("v7 from kafkajs") {
         const std::string framed = unhex(
             "00000075000000070000000200076b61666b616a73ffffffff00007530000000010001740000000100"
