@@ -1,5 +1,5 @@
 // The engine over a memory bucket of real segments, driven through pgwire::session (the test
-// thread is the home core). Copied from test_engine.cpp's fixture, plus a store latency.
+// thread is the home core), with an optional store latency: test_engine.cpp and test_observe.cpp.
 #pragma once
 
 #include <skiff/sql/engine.hpp>
