@@ -9,6 +9,7 @@
 
 #include "connection.hpp"
 #include "ownership.hpp"
+#include "transactions.hpp"
 #include "shard.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
@@ -98,6 +99,7 @@ result<void, std::string> open_store(shard& sh) {
     // SlowDown halves the budget at the request that got it (docs/retries.md).
     sh.budget->listen_to(*sh.store);
     sh.groups = std::make_unique<group_coordinator>(*sh.store, group_config_for(cfg));
+    if (!cfg.clustered()) sh.txns = make_txn_coordinator(sh);
     return ok();
 }
 
@@ -209,6 +211,31 @@ void register_metrics(shard& sh) {
     sh.registrations.push_back(reg.counter_fn("skiff_group_offset_commits_total", "Offset commits stored.", {}, [p] {
         return p->groups ? p->groups->stats().offset_commits : 0;
     }));
+    // Transactions (docs/transactions.md): open now, and ended by outcome.
+    sh.registrations.push_back(reg.gauge_fn("skiff_transactions_open",
+                                            "Transactions ongoing or being completed at this core's coordinator.", {},
+                                            [p] { return static_cast<std::int64_t>(p->txns ? p->txns->stats().open : 0); }));
+    const std::pair<const char*, std::uint64_t txn::coordinator_stats::*> txn_outcomes[] = {
+        {"committed", &txn::coordinator_stats::committed},
+        {"aborted", &txn::coordinator_stats::aborted},
+        {"timed_out", &txn::coordinator_stats::timed_out},
+        {"fenced", &txn::coordinator_stats::fenced},
+    };
+    for (auto& [outcome, field] : txn_outcomes) {
+        auto f = field;
+        sh.registrations.push_back(reg.counter_fn("skiff_transactions_total",
+                                                  "Transactions ended, by outcome (fenced: aborted because a new "
+                                                  "producer instance initialised or the broker restarted).",
+                                                  {{"outcome", outcome}},
+                                                  [p, f] { return p->txns ? p->txns->stats().*f : 0; }));
+    }
+    sh.registrations.push_back(reg.counter_fn("skiff_transaction_state_writes_total",
+                                              "Transaction coordinator state objects stored.", {},
+                                              [p] { return p->txns ? p->txns->stats().state_writes : 0; }));
+    sh.registrations.push_back(reg.counter_fn("skiff_transaction_marker_retries_total",
+                                              "Marker writes, offset applications and state writes of an ending "
+                                              "transaction that failed and were retried.",
+                                              {}, [p] { return p->txns ? p->txns->stats().marker_retries : 0; }));
     if (sh.put_hedge && sh.get_hedge) {
         const storage::hedge_policy* hp = sh.put_hedge.get();
         const storage::hedge_policy* hg = sh.get_hedge.get();
@@ -341,6 +368,8 @@ runtime::task<void> close_partitions(shard* sh) {
 runtime::task<void> drain_core(shard* sh) {
     sh->stop.request_stop(); // no new connections, no new requests; long polls answer now
     for (auto& l : sh->listeners) l.close();
+    // Transactions first: an EndTxn in flight finishes its markers while partitions are open.
+    if (sh->txns) co_await sh->txns->close();
     co_await runtime::when_all(close_partitions(sh), sh->conns.close(), sh->groups->close());
     co_await sh->background.close();
 }
@@ -467,6 +496,10 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
         shard* target = shared.shards[c];
         auto err = co_await runtime::submit_to(c, [target] { return load_groups(target); });
         if (!err.empty()) su->fail(err);
+        if (err.empty() && target->txns) {
+            auto terr = co_await runtime::submit_to(c, [target] { return load_txns(target); });
+            if (!terr.empty()) su->fail(terr);
+        }
     }
     if (su->failed) {
         http_stop.request_stop();

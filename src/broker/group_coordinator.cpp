@@ -180,6 +180,34 @@ runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kaf
     co_return resp;
 }
 
+runtime::task<kafka::error_code> group_coordinator::commit_txn_offsets(
+    std::string group_id,
+    std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries) {
+    state& s = *_s;
+    if (s.closed()) co_return kerr::coordinator_not_available;
+    if (group_id.empty()) co_return kerr::invalid_group_id;
+    group* g = s.find_group(group_id);
+    if (!g) g = &s.create_group(group_id);
+    if (g->st == groups::gstate::dead) co_return kerr::coordinator_not_available;
+    offset_map om;
+    const std::int64_t now_ms = s.wall_ms();
+    for (auto& [topic, parts] : entries) {
+        for (auto& [p, e] : parts) {
+            committed_offset o;
+            o.offset = std::get<0>(e);
+            o.leader_epoch = std::get<1>(e);
+            o.metadata = std::get<2>(e);
+            o.commit_timestamp_ms = now_ms;
+            om[topic][p] = std::move(o);
+        }
+    }
+    if (om.empty()) co_return kerr::none;
+    auto slot = s.enqueue_commit(*g, std::move(om));
+    auto aw = slot->wait();
+    auto waited = co_await aw;
+    co_return waited ? *waited : kerr::coordinator_not_available;
+}
+
 runtime::task<kafka::OffsetFetchResponse> group_coordinator::fetch_offsets(kafka::OffsetFetchRequest req,
                                                                            std::int16_t version) {
     state& s = *_s;

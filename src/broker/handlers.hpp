@@ -78,7 +78,8 @@ std::pair<std::string, std::int32_t> member_endpoint(const cluster::member& m, c
 
 // Produce and Fetch answer as response objects (unit-tested without a connection);
 // handle_request encodes them.
-runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req);
+// `authorized_txn`: the principal may WRITE the request's transactional id (if it names one).
+runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req, bool authorized_txn = true);
 runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req);
 // So do the config changes (topics only; they run on core 0, see alter_topic_configs) and
 // DeleteRecords (on each partition's owning core).
@@ -138,6 +139,13 @@ std::string describe_configs(const request_ctx& ctx, const kafka::DescribeConfig
 std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeClusterRequest& req);
 std::string find_coordinator(const request_ctx& ctx, const kafka::FindCoordinatorRequest& req);
 runtime::task<std::string> handle_init_producer_id(request_ctx ctx, kafka::InitProducerIdRequest req);
+// The transaction APIs (handlers/transactions.cpp).
+runtime::task<std::string> handle_add_partitions_to_txn(request_ctx ctx, kafka::AddPartitionsToTxnRequest req);
+runtime::task<std::string> handle_add_offsets_to_txn(request_ctx ctx, kafka::AddOffsetsToTxnRequest req);
+runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnOffsetCommitRequest req);
+runtime::task<std::string> handle_end_txn(request_ctx ctx, kafka::EndTxnRequest req);
+runtime::task<std::string> handle_list_transactions(request_ctx ctx, kafka::ListTransactionsRequest req);
+runtime::task<std::string> handle_describe_transactions(request_ctx ctx, kafka::DescribeTransactionsRequest req);
 runtime::task<std::string> handle_offset_for_leader_epoch(request_ctx ctx, kafka::OffsetForLeaderEpochRequest req);
 
 runtime::task<std::string> handle_join_group(request_ctx ctx, kafka::JoinGroupRequest req);

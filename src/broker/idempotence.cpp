@@ -31,6 +31,13 @@ runtime::task<void> load_producers(partition_slot* slot, std::string topic, std:
     const std::int64_t from = std::max(slot->log->log_start_offset(), slot->log->high_watermark() - window);
     std::size_t batches = 0;
     auto walked = co_await storage::walk_committed(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
+        // Transactions: open ones and aborted ones come back with the producers (a window of
+        // the log's tail; docs/transactions.md says what is older).
+        slot->txns.on_batch(b);
+        if (b.is_control()) {
+            if (b.producer_id >= 0) slot->producers.fence(b.producer_id, b.producer_epoch);
+            return true;
+        }
         if (b.producer_id >= 0) {
             slot->producers.replay(b.producer_id, b.producer_epoch, b.base_sequence, last_seq_of(b), b.base_offset,
                                    b.last_offset(), now_ms(), b.max_timestamp);

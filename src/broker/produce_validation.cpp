@@ -203,9 +203,13 @@ result<validated_batch, produce_rejection> validate_produce(std::span<const char
         return failure{reject(error_code::corrupt_message,
                               fmt::format("unknown compression codec {}", static_cast<int>(v.compression())))};
     }
-    // Transactions are another issue: refused as the broker always did.
-    if (v.is_transactional() || v.is_control()) {
-        return failure{reject(error_code::transactional_id_authorization_failed, "transactions are not supported")};
+    // LogValidator: only a transaction coordinator writes control batches (markers); a
+    // transactional batch belongs to a producer id (the produce handler checks the rest).
+    if (v.is_control()) {
+        return failure{reject(error_code::invalid_record, "Clients are not allowed to write control records")};
+    }
+    if (v.is_transactional() && v.producer_id < 0) {
+        return failure{reject(error_code::invalid_record, "a transactional batch without a producer id")};
     }
     // LogValidator.validateBatch.
     if (v.record_count <= 0) {

@@ -67,6 +67,20 @@ void producer_table::complete(std::int64_t pid, std::int16_t epoch, std::int32_t
     }
 }
 
+void producer_table::fence(std::int64_t pid, std::int16_t epoch) {
+    auto it = _producers.find(pid);
+    if (it == _producers.end()) {
+        if (_producers.size() >= _max) evict_one();
+        producer p;
+        p.epoch = epoch;
+        _producers.emplace(pid, std::move(p));
+        return;
+    }
+    if (epoch <= it->second.epoch) return;
+    it->second.epoch = epoch;
+    it->second.batches.clear();
+}
+
 void producer_table::abort(std::int64_t pid, std::int16_t epoch, std::int32_t base_seq) {
     auto it = _producers.find(pid);
     if (it == _producers.end() || it->second.epoch != epoch) return;

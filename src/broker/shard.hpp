@@ -3,6 +3,8 @@
 #pragma once
 
 #include "produce_validation.hpp"
+#include "txn/coordinator.hpp"
+#include "txn/partition_txns.hpp"
 
 #include <skiff/broker/catalog.hpp>
 #include <skiff/broker/config.hpp>
@@ -53,6 +55,9 @@ struct partition_slot {
     // after the partition was opened; appends of idempotent producers wait for it (in order).
     bool producers_loaded = false;
     std::shared_ptr<runtime::oneshot<void>> producers_loading; // set when the rebuild is done
+    // The partition's transactions (open ones, aborted ones: the LSO and read_committed
+    // fetches), rebuilt with the producer table and kept by produce and marker appends.
+    txn::partition_txns txns;
     // Cluster mode: the leader epoch this broker owns the partition at; `released` once it
     // began handing the partition over (nothing more is acknowledged from this slot).
     std::int32_t epoch = 0;
@@ -131,6 +136,9 @@ struct shard {
     // answered LEADER_NOT_AVAILABLE instead of restoring them in line.
     std::set<std::pair<std::string, std::int32_t>> pending_restore;
     std::unique_ptr<group_coordinator> groups;
+    // The transaction coordinator of the transactional ids this core owns (txn_owner); null in
+    // cluster mode, which does not coordinate transactions yet.
+    std::unique_ptr<txn::coordinator> txns;
     // Cluster mode: one coordinator per group slot this core serves (claimed like partitions);
     // `groups` is then a closed coordinator that answers COORDINATOR_NOT_AVAILABLE for groups
     // this broker does not coordinate, so clients look the coordinator up again.

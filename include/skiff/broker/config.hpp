@@ -121,6 +121,9 @@ struct broker_config {
     std::int64_t retention_ms = 604800000;
     std::int64_t retention_bytes = -1;
     std::chrono::milliseconds group_initial_rebalance_delay{3000};
+    // Kafka's transaction.max.timeout.ms: a producer asking for a longer transaction.timeout.ms
+    // is refused (INVALID_TRANSACTION_TIMEOUT).
+    std::chrono::milliseconds transaction_max_timeout{900000};
     std::int32_t node_id = 0;                   // --broker-id
     std::string cluster_id = "skiff";
 

@@ -21,6 +21,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <set>
 #include <string>
@@ -105,6 +107,13 @@ public:
     // committed offsets as they were. The coordinator does not know the topics: the broker
     // answers UNKNOWN_TOPIC_OR_PARTITION for unknown ones before calling.
     runtime::task<kafka::OffsetCommitResponse> commit_offsets(kafka::OffsetCommitRequest req, std::int16_t version);
+    // A committed transaction's offsets (TxnOffsetCommit, applied by the transaction
+    // coordinator when the transaction commits): no member or generation check (the producer's
+    // epoch was checked when they were staged), written like any commit; the group is created
+    // when unknown. Entries: topic -> partition -> (offset, leader epoch, metadata).
+    // COORDINATOR_NOT_AVAILABLE / REQUEST_TIMED_OUT when the write fails (the caller retries).
+    runtime::task<kafka::error_code> commit_txn_offsets(
+        std::string group, std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries);
     // Versions 0-7 name one group; from v8 the request may name several: the broker passes
     // only the groups this core owns and merges the `groups` arrays of the answers.
     runtime::task<kafka::OffsetFetchResponse> fetch_offsets(kafka::OffsetFetchRequest req, std::int16_t version);

@@ -55,6 +55,10 @@ public:
                 std::int64_t base_offset, std::int64_t last_offset, std::uint64_t now_ms,
                 std::int64_t max_timestamp = -1);
 
+    // A transaction marker at `epoch` was written for the producer: older epochs are refused
+    // from now on (stale_epoch), and the new epoch starts its sequences afresh.
+    void fence(std::int64_t pid, std::int16_t epoch);
+
     std::size_t size() const noexcept { return _producers.size(); }
 
     // DescribeProducers: each known producer with its epoch and its latest written batch's last

@@ -214,11 +214,11 @@ namespace skiff::broker {
 
 using groups::groups_prefix;
 
-std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
+std::string escape_meta_id(std::string_view id) {
     std::string esc;
-    esc.reserve(group_id.size());
-    for (std::size_t i = 0; i < group_id.size(); ++i) {
-        char c = group_id[i];
+    esc.reserve(id.size());
+    for (std::size_t i = 0; i < id.size(); ++i) {
+        char c = id[i];
         if (groups::escape_plain(c, i)) {
             esc.push_back(c);
         } else {
@@ -226,13 +226,17 @@ std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
             append_hex(esc, static_cast<std::uint8_t>(c), hex_case::upper);
         }
     }
-    if (esc.empty()) esc.push_back('%'); // no group has an empty id; still a valid key, never loaded
+    if (esc.empty()) esc.push_back('%'); // no id is empty; still a valid key, never loaded
     if (esc.size() > 200) {
         // '~' never occurs in an escaped id, so shortened names cannot collide with plain ones.
         std::size_t cut = 160;
         while (cut > 0 && (esc[cut - 1] == '%' || (cut >= 2 && esc[cut - 2] == '%'))) --cut;
-        esc = fmt::format("{}~{:016x}", esc.substr(0, cut), fnv1a64(group_id));
+        esc = fmt::format("{}~{:016x}", esc.substr(0, cut), fnv1a64(id));
     }
-    return fmt::format("{}{}/offsets.json", groups_prefix(ns), esc);
+    return esc;
+}
+
+std::string group_offsets_key(std::string_view ns, std::string_view group_id) {
+    return fmt::format("{}{}/offsets.json", groups_prefix(ns), escape_meta_id(group_id));
 }
 } // namespace skiff::broker

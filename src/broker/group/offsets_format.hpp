@@ -59,3 +59,10 @@ struct offsets_key {
 offsets_key classify_offsets_key(std::string_view ns, std::string_view key);
 
 } // namespace skiff::broker::groups
+
+namespace skiff::broker {
+// An id (group or transactional) as one path segment of a meta key: everything outside
+// [A-Za-z0-9._-] (and a leading '.') as %XX; an escaped form over 200 bytes is shortened to a
+// prefix plus '~' and a hash, so only the object's contents name such an id.
+std::string escape_meta_id(std::string_view id);
+} // namespace skiff::broker

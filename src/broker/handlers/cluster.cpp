@@ -55,12 +55,25 @@ kafka::FindCoordinatorResponse::Coordinator coordinator_of(const request_ctx& ct
     constexpr std::int8_t group_key = 0;
     answer.node_id = -1;
     answer.port = -1;
-    if (key_type != group_key) {
-        answer.error_code = kerr::coordinator_not_available;
-        answer.error_message = "transactions are not supported";
+    constexpr std::int8_t transaction_key = 1;
+    if (key_type != group_key && key_type != transaction_key) {
+        answer.error_code = kerr::invalid_request;
+        answer.error_message = "unknown coordinator key type";
         return answer;
     }
-    if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, key)) {
+    if (key_type == transaction_key) {
+        if (!authorized(ctx, acl::operation::describe, acl::resource_type::transactional_id, key)) {
+            answer.error_code = kerr::transactional_id_authorization_failed;
+            answer.error_message = "Transactional Id authorization failed.";
+            return answer;
+        }
+        if (ctx.sh.cfg().clustered()) {
+            // Not yet: the coordinator's markers would have to reach partitions other brokers own.
+            answer.error_code = kerr::coordinator_not_available;
+            answer.error_message = "transactions are not coordinated in cluster mode yet";
+            return answer;
+        }
+    } else if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, key)) {
         answer.error_code = kerr::group_authorization_failed;
         answer.error_message = "Group authorization failed.";
         return answer;

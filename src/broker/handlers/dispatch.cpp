@@ -26,7 +26,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 40> apis{{
+constexpr std::array<served_api, 46> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -44,6 +44,12 @@ constexpr std::array<served_api, 40> apis{{
     {api_key::create_topics, 0, 7},
     {api_key::delete_topics, 0, 6},
     {api_key::init_producer_id, 0, 4},
+    {api_key::add_partitions_to_txn, 0, 3},
+    {api_key::add_offsets_to_txn, 0, 3},
+    {api_key::end_txn, 0, 3},
+    {api_key::txn_offset_commit, 0, 3},
+    {api_key::describe_transactions, 0, 0},
+    {api_key::list_transactions, 0, 0},
     {api_key::offset_for_leader_epoch, 0, 4},
     {api_key::describe_configs, 0, 4},
     {api_key::create_partitions, 0, 3},
@@ -265,7 +271,9 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
         for (const auto& td : req.topic_data) {
             for (const auto& pd : td.partition_data) bytes += pd.records ? pd.records->size() : 0;
         }
-        auto r = co_await produce(sh, std::move(req));
+        const bool txn_ok = !req.transactional_id ||
+                            authorized(ctx, acl::operation::write, acl::resource_type::transactional_id, *req.transactional_id);
+        auto r = co_await produce(sh, std::move(req), txn_ok);
         for (auto& tr : denied) r.responses.push_back(std::move(tr));
         r.throttle_time_ms = std::max(r.throttle_time_ms, charge_quota(ctx, quota_kind::produce, bytes));
         if (no_response) {
@@ -530,6 +538,30 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::init_producer_id: {
         auto req = decode_body<kafka::InitProducerIdRequest>(body, version);
         co_return co_await handle_init_producer_id(ctx, std::move(req));
+    }
+    case api_key::add_partitions_to_txn: {
+        auto req = decode_body<kafka::AddPartitionsToTxnRequest>(body, version);
+        co_return co_await handle_add_partitions_to_txn(ctx, std::move(req));
+    }
+    case api_key::add_offsets_to_txn: {
+        auto req = decode_body<kafka::AddOffsetsToTxnRequest>(body, version);
+        co_return co_await handle_add_offsets_to_txn(ctx, std::move(req));
+    }
+    case api_key::end_txn: {
+        auto req = decode_body<kafka::EndTxnRequest>(body, version);
+        co_return co_await handle_end_txn(ctx, std::move(req));
+    }
+    case api_key::txn_offset_commit: {
+        auto req = decode_body<kafka::TxnOffsetCommitRequest>(body, version);
+        co_return co_await handle_txn_offset_commit(ctx, std::move(req));
+    }
+    case api_key::list_transactions: {
+        auto req = decode_body<kafka::ListTransactionsRequest>(body, version);
+        co_return co_await handle_list_transactions(ctx, std::move(req));
+    }
+    case api_key::describe_transactions: {
+        auto req = decode_body<kafka::DescribeTransactionsRequest>(body, version);
+        co_return co_await handle_describe_transactions(ctx, std::move(req));
     }
     case api_key::offset_for_leader_epoch: {
         auto req = decode_body<kafka::OffsetForLeaderEpochRequest>(body, version);

@@ -1,6 +1,7 @@
 // Fetch: reads on each partition's owning core, and a long poll across cores when there is
 // not enough data yet.
 #include "../handlers.hpp"
+#include "../idempotence.hpp"
 #include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
@@ -19,12 +20,29 @@ namespace {
 struct read_outcome {
     kafka::error_code error = kerr::none;
     std::int64_t high_watermark = -1;
+    std::int64_t last_stable_offset = -1;
+    // read_committed: the aborted transactions in what was read (null otherwise, as Kafka).
+    std::optional<std::vector<txn::aborted_txn>> aborted;
     std::int64_t log_start_offset = -1;
     std::string records;
 };
 
+// The offset after the last whole batch of `records` (`from` when there is none).
+std::int64_t records_end(const std::string& records, std::int64_t from) {
+    std::int64_t end = from;
+    std::size_t at = 0;
+    while (at < records.size()) {
+        auto b = storage::parse_batch(std::span<const char>(records.data() + at, records.size() - at), false);
+        if (!b) break;
+        end = b->next_offset();
+        at += b->size();
+    }
+    return end;
+}
+
 runtime::task<read_outcome> read_on_owner(shard& sh, std::string topic, std::int32_t partition, std::int64_t offset,
-                                          std::size_t max_bytes, std::int32_t current_leader_epoch) {
+                                          std::size_t max_bytes, std::int32_t current_leader_epoch,
+                                          bool read_committed) {
     read_outcome out;
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
@@ -40,9 +58,17 @@ runtime::task<read_outcome> read_on_owner(shard& sh, std::string topic, std::int
         co_return out;
     }
     auto& log = *owned.slot->log;
+    partition_slot* slot = owned.slot;
+    // The partition's transactions come back with its producers after a restart; a
+    // read_committed fetch needs them before it can say where the stable part ends.
+    if (read_committed && !slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
     out.high_watermark = log.high_watermark();
     out.log_start_offset = log.log_start_offset();
+    out.last_stable_offset = slot->producers_loaded ? slot->txns.last_stable_offset(out.high_watermark) : out.high_watermark;
+    const std::int64_t end = read_committed ? out.last_stable_offset : out.high_watermark;
+    if (read_committed) out.aborted.emplace();
     if (max_bytes == 0 || offset == out.high_watermark) co_return out;
+    if (read_committed && offset >= end && offset <= out.high_watermark) co_return out; // waiting on an open transaction
     auto r = co_await log.read(offset, max_bytes);
     if (!r) {
         switch (r.error().code) {
@@ -56,6 +82,15 @@ runtime::task<read_outcome> read_on_owner(shard& sh, std::string topic, std::int
     out.high_watermark = r->high_watermark;
     out.log_start_offset = r->log_start_offset;
     out.records = std::move(r->records);
+    if (read_committed) {
+        // Only what lies below the LSO, with the aborted transactions found in it.
+        const std::int64_t lso = slot->txns.last_stable_offset(out.high_watermark);
+        out.last_stable_offset = lso;
+        out.records.resize(txn::cut_records_before(out.records, lso));
+        if (!out.records.empty()) {
+            for (auto& a : slot->txns.aborted_between(offset, records_end(out.records, offset))) out.aborted->push_back(a);
+        }
+    }
     co_return out;
 }
 
@@ -67,17 +102,25 @@ struct wait_any {
 };
 
 runtime::task<bool> wait_on_owner(shard& sh, std::string topic, std::int32_t partition, std::int64_t offset,
-                                  std::chrono::milliseconds timeout, std::shared_ptr<std::stop_source> ss) {
+                                  std::chrono::milliseconds timeout, std::shared_ptr<std::stop_source> ss,
+                                  bool read_committed) {
     auto owned = co_await find_owned(sh, std::move(topic), partition);
     if (!owned.slot) co_return false;
+    if (read_committed && owned.slot->log->high_watermark() > offset) {
+        // There is data, held back by an open transaction: the LSO moves without a wake-up of
+        // its own (a marker or a timeout abort), so look again shortly.
+        auto slept = co_await runtime::sleep(std::min<std::chrono::milliseconds>(timeout, std::chrono::milliseconds(20)),
+                                             ss->get_token());
+        co_return static_cast<bool>(slept);
+    }
     co_return co_await owned.slot->log->wait_for_data(offset, timeout, ss->get_token());
 }
 
 runtime::task<void> remote_wait(shard* local, std::shared_ptr<wait_any> w, std::string topic, std::int32_t partition,
                                 std::int64_t offset, std::chrono::milliseconds timeout,
-                                std::shared_ptr<std::stop_source> ss) {
+                                std::shared_ptr<std::stop_source> ss, bool read_committed) {
     const bool got = co_await on_partition_owner(*local, topic, partition, [&](shard& o) {
-        return wait_on_owner(o, topic, partition, offset, timeout, ss);
+        return wait_on_owner(o, topic, partition, offset, timeout, ss, read_committed);
     });
     if (got) w->fired.signal(1);
 }
@@ -129,6 +172,8 @@ runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req) {
         r.responses.push_back(std::move(tr));
     }
 
+    // KIP-98: isolation_level 1 reads only below each partition's last stable offset.
+    const bool read_committed = req.isolation_level == 1;
     const std::size_t response_max =
         req.max_bytes > 0 ? static_cast<std::size_t>(req.max_bytes) : std::numeric_limits<std::int32_t>::max();
     const std::size_t min_bytes = req.min_bytes > 0 ? static_cast<std::size_t>(req.min_bytes) : 0;
@@ -140,8 +185,8 @@ runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req) {
         for (auto& it : items) {
             const fetch_item* ip = &it;
             const std::size_t max = std::min(it.max_bytes, response_max);
-            reads.push_back(on_partition_owner(sh, it.name, it.index, [ip, max](shard& o) {
-                return read_on_owner(o, ip->name, ip->index, ip->offset, max, ip->current_leader_epoch);
+            reads.push_back(on_partition_owner(sh, it.name, it.index, [ip, max, read_committed](shard& o) {
+                return read_on_owner(o, ip->name, ip->index, ip->offset, max, ip->current_leader_epoch, read_committed);
             }));
         }
         auto results = co_await runtime::when_all(std::move(reads));
@@ -167,7 +212,8 @@ runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req) {
             const unsigned owner = partition_owner(it.name, it.index, sh.shared->cores);
             auto ss = std::make_shared<std::stop_source>();
             stops.emplace_back(owner, ss);
-            auto spawned = sh.background.spawn(remote_wait(&sh, w, it.name, it.index, it.offset, remaining, ss));
+            auto spawned =
+                sh.background.spawn(remote_wait(&sh, w, it.name, it.index, it.offset, remaining, ss, read_committed));
             (void)spawned;
         }
         {
@@ -197,7 +243,19 @@ runtime::task<kafka::FetchResponse> fetch(shard& sh, kafka::FetchRequest req) {
         auto& pd = r.responses[it.topic].partitions[it.partition];
         pd.error_code = o.error;
         pd.high_watermark = o.high_watermark;
-        pd.last_stable_offset = o.high_watermark; // no transactions: everything is stable
+        pd.last_stable_offset = o.last_stable_offset;
+        if (o.aborted) {
+            std::vector<kafka::FetchResponse::AbortedTransaction> list;
+            for (auto& a : *o.aborted) {
+                kafka::FetchResponse::AbortedTransaction at;
+                at.producer_id = a.producer_id;
+                at.first_offset = a.first_offset;
+                list.push_back(at);
+            }
+            pd.aborted_transactions = std::move(list);
+        } else {
+            pd.aborted_transactions.reset();
+        }
         pd.log_start_offset = o.log_start_offset;
         if (o.error != kerr::none) sh.fetch.errors.inc();
         if (o.records.empty()) continue;

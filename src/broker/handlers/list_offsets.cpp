@@ -1,6 +1,7 @@
 // ListOffsets: the log start, the log end, or the first offset at or after a timestamp, on
 // each partition's owning core.
 #include "../handlers.hpp"
+#include "../idempotence.hpp"
 #include "../routing.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
@@ -53,7 +54,8 @@ runtime::task<offset_outcome> offset_for_time(storage::partition_log& log, std::
 }
 
 runtime::task<offset_outcome> list_offset_on_owner(shard& sh, std::string topic, std::int32_t partition,
-                                                   std::int64_t ts, std::int32_t current_leader_epoch) {
+                                                   std::int64_t ts, std::int32_t current_leader_epoch,
+                                                   bool read_committed) {
     offset_outcome out;
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
@@ -69,7 +71,13 @@ runtime::task<offset_outcome> list_offset_on_owner(shard& sh, std::string topic,
     if (ts == -2) {
         out.offset = log.log_start_offset();
     } else if (ts == -1) {
-        out.offset = log.high_watermark();
+        // read_committed (ListOffsets v2+): the end a read_committed consumer can reach, the LSO.
+        if (read_committed) {
+            if (!owned.slot->producers_loaded) co_await ensure_producers_loaded(owned.slot, topic, partition);
+            out.offset = owned.slot->txns.last_stable_offset(log.high_watermark());
+        } else {
+            out.offset = log.high_watermark();
+        }
     } else if (ts < 0) {
         out.error = kerr::invalid_request;
     } else {
@@ -106,8 +114,9 @@ runtime::task<std::string> handle_list_offsets(request_ctx ctx, kafka::ListOffse
                 const std::int32_t part = p.partition_index;
                 const std::int64_t ts = p.timestamp;
                 const std::int32_t current = ctx.version >= 4 ? p.current_leader_epoch : -1;
-                work.push_back(on_partition_owner(ctx.sh, t.name, part, [name, part, ts, current](shard& o) {
-                    return list_offset_on_owner(o, *name, part, ts, current);
+                const bool committed = ctx.version >= 2 && req.isolation_level == 1;
+                work.push_back(on_partition_owner(ctx.sh, t.name, part, [name, part, ts, current, committed](shard& o) {
+                    return list_offset_on_owner(o, *name, part, ts, current, committed);
                 }));
             }
             tr.partitions.push_back(std::move(pr));

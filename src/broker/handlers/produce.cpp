@@ -5,6 +5,7 @@
 #include "../produce_validation.hpp"
 #include "../ownership.hpp"
 #include "../routing.hpp"
+#include "../transactions.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/metrics/trace.hpp>
@@ -113,6 +114,14 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
         span.set("acks", static_cast<std::int64_t>(acks));
         span.set("bytes", static_cast<std::int64_t>(batch->view.size()));
     }
+    if (batch->view.is_transactional() && !owned.slot->txns.is_open(batch->view.producer_id)) {
+        // The transaction's first batch here opens it at an offset no later than the one the
+        // append is given (offsets are assigned in order, from next_offset() on), before the
+        // append can move the high watermark: read_committed fetches stop below it at once.
+        storage::batch_view first = batch->view;
+        first.base_offset = log.next_offset();
+        owned.slot->txns.on_batch(first);
+    }
     const std::span<const storage::batch_view> views(&batch->view, 1);
     auto r = co_await log.append(views, mode, {}, room_timeout);
     if (span.active()) {
@@ -153,13 +162,17 @@ std::int64_t wall_ms() {
 
 } // namespace
 
-runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req) {
+runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req, bool authorized_txn) {
     const auto started = std::chrono::steady_clock::now();
     auto& m = sh.produce[req.acks == 0 ? 0 : (req.acks == 1 ? 1 : 2)];
     kafka::ProduceResponse r;
     kafka::error_code blanket = kerr::none;
     if (req.acks != 0 && req.acks != 1 && req.acks != -1) blanket = kerr::invalid_required_acks;
-    if (req.transactional_id) blanket = kerr::transactional_id_authorization_failed;
+    if (req.transactional_id) {
+        // KafkaApis.handleProduceRequest: WRITE on the transactional id first.
+        if (req.transactional_id->empty()) blanket = kerr::invalid_request;
+        else if (!authorized_txn) blanket = kerr::transactional_id_authorization_failed;
+    }
     const std::int16_t acks = req.acks;
     const std::int64_t now = wall_ms();
     // Admission waits for room at most the request's own timeout (Kafka's timeout_ms: how long
@@ -210,20 +223,65 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
                 sh.produce_bytes.inc(pd.records->size());
                 // LogAppendTime: the broker time validate_produce wrote into the batch.
                 if (policy.log_append_time) pr.log_append_time_ms = v->view.max_timestamp;
-                issued.push_back(where{ti, pi});
-                batches.push_back(std::move(*v));
-                const validated_batch* b = &batches.back();
-                const std::string* topic = &td.name;
-                const std::int32_t partition = pd.index;
-                work.push_back(on_partition_owner(sh, td.name, partition, [topic, partition, b, acks, room_timeout](shard& o) {
-                    return append_on_owner(o, *topic, partition, b, acks, room_timeout);
-                }));
+                if (v->view.is_transactional() && !req.transactional_id) {
+                    pr.error_code = kerr::invalid_record;
+                    pr.error_message = "a transactional batch in a produce request without a transactional id";
+                } else {
+                    issued.push_back(where{ti, pi});
+                    batches.push_back(std::move(*v));
+                }
             }
             tr.partition_responses.push_back(std::move(pr));
         }
         r.responses.push_back(std::move(tr));
     }
-    auto results = co_await runtime::when_all(std::move(work));
+    // Transactional batches: each partition must be in the producer's ongoing transaction
+    // (KIP-890's check, at the coordinator), else its batch would open a transaction nobody
+    // ends. One hop to the coordinator's core for the whole request; the answers come back in
+    // the order the requests were sent (posts between cores are FIFO), so pipelined produces
+    // still issue their appends in order.
+    std::vector<kafka::error_code> refused(issued.size(), kerr::none);
+    if (req.transactional_id && !issued.empty()) {
+        struct check {
+            txn::topic_partition tp;
+            std::int64_t pid;
+            std::int16_t epoch;
+        };
+        std::vector<check> checks;
+        for (std::size_t i = 0; i < issued.size(); ++i) {
+            const auto& b = batches[i].view;
+            checks.push_back(check{{req.topic_data[issued[i].topic].name,
+                                    req.topic_data[issued[i].topic].partition_data[issued[i].partition].index},
+                                   b.producer_id, b.producer_epoch});
+        }
+        const std::string* tid = &*req.transactional_id;
+        const auto* cp = &checks;
+        refused = co_await on_core(sh, txn_owner(*tid, sh.shared->cores), [tid, cp](shard& o) {
+            std::vector<kafka::error_code> out;
+            for (const auto& c : *cp) {
+                out.push_back(o.txns ? o.txns->verify_produce(*tid, c.pid, c.epoch, c.tp, false)
+                                     : kerr::coordinator_not_available);
+            }
+            return out;
+        });
+    }
+    std::vector<std::size_t> worked; // index into issued of each task in `work`
+    for (std::size_t i = 0; i < issued.size(); ++i) {
+        if (refused[i] != kerr::none) continue;
+        worked.push_back(i);
+        const validated_batch* b = &batches[i];
+        const std::string* topic = &req.topic_data[issued[i].topic].name;
+        const std::int32_t partition = req.topic_data[issued[i].topic].partition_data[issued[i].partition].index;
+        work.push_back(on_partition_owner(sh, *topic, partition, [topic, partition, b, acks, room_timeout](shard& o) {
+            return append_on_owner(o, *topic, partition, b, acks, room_timeout);
+        }));
+    }
+    auto done = co_await runtime::when_all(std::move(work));
+    std::vector<produce_outcome> results(issued.size());
+    for (std::size_t i = 0; i < issued.size(); ++i) {
+        if (refused[i] != kerr::none) results[i].error = refused[i];
+    }
+    for (std::size_t k = 0; k < worked.size(); ++k) results[worked[k]] = std::move(done[k]);
     std::chrono::nanoseconds room_wait{0};
     for (std::size_t i = 0; i < issued.size(); ++i) {
         auto& pr = r.responses[issued[i].topic].partition_responses[issued[i].partition];

@@ -1,6 +1,7 @@
 // InitProducerId: ids for idempotent producers, allocated on core 0 in persisted blocks.
 #include "../handlers.hpp"
 #include "../routing.hpp"
+#include "../transactions.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
 
@@ -11,7 +12,33 @@ runtime::task<std::string> handle_init_producer_id(request_ctx ctx, kafka::InitP
     r.producer_id = -1;
     r.producer_epoch = -1;
     if (req.transactional_id) {
-        r.error_code = kerr::transactional_id_authorization_failed;
+        // A transactional producer (KIP-98): its coordinator hands out the id and bumps the
+        // epoch, fencing an older instance and ending what it left open.
+        const std::string& id = *req.transactional_id;
+        if (id.empty()) {
+            r.error_code = kerr::invalid_request;
+            co_return respond(r, ctx);
+        }
+        if (!authorized(ctx, acl::operation::write, acl::resource_type::transactional_id, id)) {
+            r.error_code = kerr::transactional_id_authorization_failed;
+            co_return respond(r, ctx);
+        }
+        constexpr std::int16_t fenced_since = 4; // KIP-588
+        const bool fenced_known = ctx.version >= fenced_since;
+        auto got = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores),
+                                    [&](shard& o) -> runtime::task<txn::coordinator::init_result> {
+                                        if (!o.txns) {
+                                            txn::coordinator::init_result none;
+                                            none.error = kerr::coordinator_not_available;
+                                            co_return none;
+                                        }
+                                        co_return co_await o.txns->init_producer_id(
+                                            id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch,
+                                            fenced_known);
+                                    });
+        r.error_code = got.error;
+        r.producer_id = got.producer_id;
+        r.producer_epoch = got.producer_epoch;
         co_return respond(r, ctx);
     }
     // KafkaApis.handleInitProducerIdRequest: an idempotent producer needs IDEMPOTENT_WRITE on

@@ -85,10 +85,12 @@ inline kafka::ProduceRequest produce_request(const std::vector<produce_part>& pa
 }
 
 // One batch of `n` records with values "v<first>".."v<first+n-1>".
-inline std::string records_of(int first, int n, std::int64_t producer_id = -1, std::int32_t base_sequence = -1) {
+inline std::string records_of(int first, int n, std::int64_t producer_id = -1, std::int32_t base_sequence = -1,
+                              bool transactional = false) {
     std::vector<storage::record> recs;
     for (int i = 0; i < n; ++i) recs.emplace_back(std::string("k"), "v" + std::to_string(first + i));
     storage::batch_options o;
+    if (transactional) o.attributes = storage::attr_transactional;
     if (producer_id >= 0) {
         o.producer_id = producer_id;
         o.producer_epoch = 0;

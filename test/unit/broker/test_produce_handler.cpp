@@ -75,16 +75,27 @@ TEST_CASE("a bad partition does not fail the others in the same request", "[brok
     runtime::run_task(t());
 }
 
-TEST_CASE("invalid acks and transactional produce are refused for every partition", "[broker][produce]") {
+TEST_CASE("invalid acks and unverifiable transactional produce are refused", "[broker][produce]") {
     auto t = []() -> runtime::task<void> {
         fake_shard f({{"orders", 1}});
         auto r_req = produce_request({{"orders", 0, records_of(0, 1)}}, 2);
         auto r = co_await produce(f.sh, std::move(r_req));
         CHECK(part(r, 0, 0).error_code == kerr::invalid_required_acks);
-        auto req = produce_request({{"orders", 0, records_of(0, 1)}});
-        req.transactional_id = "tx";
-        auto r2 = co_await produce(f.sh, std::move(req));
+        // A transactional batch needs its transactional id ...
+        auto bare = produce_request({{"orders", 0, records_of(0, 1, 7, 0, true)}});
+        auto r1 = co_await produce(f.sh, std::move(bare));
+        CHECK(part(r1, 0, 0).error_code == kerr::invalid_record);
+        // ... the principal's WRITE on it ...
+        auto denied = produce_request({{"orders", 0, records_of(0, 1, 7, 0, true)}});
+        denied.transactional_id = "tx";
+        auto r2 = co_await produce(f.sh, std::move(denied), false);
         CHECK(part(r2, 0, 0).error_code == kerr::transactional_id_authorization_failed);
+        // ... and a coordinator that has the partition in the transaction (none here).
+        auto req = produce_request({{"orders", 0, records_of(0, 1, 7, 0, true)}});
+        req.transactional_id = "tx";
+        auto r3 = co_await produce(f.sh, std::move(req));
+        CHECK(part(r3, 0, 0).error_code == kerr::coordinator_not_available);
+        for (auto& [_, slot] : f.sh.parts) CHECK(slot->log->next_offset() == 0); // nothing appended
         co_await f.close();
     };
     runtime::run_task(t());

@@ -148,17 +148,21 @@ TEST_CASE("an idempotent batch without a sequence is INVALID_RECORD", "[broker][
     CHECK(code_of(validate_produce(span_of(b), topic_policy(), now)) == error_code::invalid_record);
 }
 
-TEST_CASE("transactional and control batches are refused", "[broker][validation]") {
-    for (std::int16_t a : {st::attr_transactional, st::attr_control}) {
-        st::batch_options o;
-        o.attributes = a;
-        o.producer_id = 1;
-        o.producer_epoch = 0;
-        o.base_sequence = 0;
-        const auto b = batch(keyed(1), o);
-        CHECK(code_of(validate_produce(span_of(b), topic_policy(), now)) ==
-              error_code::transactional_id_authorization_failed);
-    }
+TEST_CASE("control batches and transactional batches without a producer are refused", "[broker][validation]") {
+    st::batch_options o;
+    o.attributes = st::attr_control | st::attr_transactional;
+    o.producer_id = 1;
+    o.producer_epoch = 0;
+    o.base_sequence = -1;
+    CHECK(code_of(validate_produce(span_of(batch(keyed(1), o)), topic_policy(), now)) == error_code::invalid_record);
+    st::batch_options t;
+    t.attributes = st::attr_transactional;
+    CHECK(code_of(validate_produce(span_of(batch(keyed(1), t)), topic_policy(), now)) == error_code::invalid_record);
+    // A transactional batch of a producer passes: the produce handler checks its transaction.
+    t.producer_id = 1;
+    t.producer_epoch = 0;
+    t.base_sequence = 0;
+    CHECK(validate_produce(span_of(batch(keyed(1), t)), topic_policy(), now));
 }
 
 TEST_CASE("max.message.bytes: as sent, and after recompression", "[broker][validation]") {

@@ -1,0 +1,259 @@
+// The transaction APIs (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
+// EndTxn, ListTransactions and DescribeTransactions, each routed to the core that coordinates
+// the transactional id (txn_owner). InitProducerId with a transactional id is in
+// producer_ids.cpp; the data path (Produce, markers, Fetch) in produce.cpp, transactions.cpp
+// and fetch.cpp. docs/transactions.md.
+#include "../handlers.hpp"
+#include "../routing.hpp"
+#include "../transactions.hpp"
+
+#include <skiff/broker/kafka_errors.hpp>
+#include <skiff/runtime/when_all.hpp>
+
+namespace skiff::broker {
+
+namespace {
+
+// KIP-588: these versions know PRODUCER_FENCED; older ones are told INVALID_PRODUCER_EPOCH.
+constexpr std::int16_t add_partitions_fenced_since = 2;
+constexpr std::int16_t add_offsets_fenced_since = 2;
+constexpr std::int16_t end_txn_fenced_since = 2;
+constexpr std::int16_t txn_offset_commit_fenced_since = 3;
+
+// The coordinator on this core, or null (cluster mode does not coordinate transactions yet).
+txn::coordinator* coordinator_here(shard& o) { return o.txns.get(); }
+
+bool may_write_txn(const request_ctx& ctx, const std::string& id) {
+    return authorized(ctx, acl::operation::write, acl::resource_type::transactional_id, id);
+}
+
+} // namespace
+
+runtime::task<std::string> handle_add_partitions_to_txn(request_ctx ctx, kafka::AddPartitionsToTxnRequest req) {
+    kafka::AddPartitionsToTxnResponse r;
+    const std::string& id = req.v3_and_below_transactional_id;
+    // Per partition: unknown or unauthorized topics answer for themselves and the rest is
+    // OPERATION_NOT_ATTEMPTED (Kafka's KafkaApis.handleAddPartitionsToTxnRequest).
+    std::vector<txn::topic_partition> parts;
+    kafka::error_code blanket = kerr::none;
+    if (!may_write_txn(ctx, id)) blanket = kerr::transactional_id_authorization_failed;
+    bool any_bad = false;
+    std::vector<std::pair<std::size_t, std::size_t>> bad;
+    for (auto& t : req.v3_and_below_topics) {
+        kafka::AddPartitionsToTxnResponse::AddPartitionsToTxnTopicResult tr;
+        tr.name = t.name;
+        const topic_info* info = ctx.sh.cat->find(t.name);
+        const bool topic_ok = authorized(ctx, acl::operation::write, acl::resource_type::topic, t.name);
+        for (auto p : t.partitions) {
+            kafka::AddPartitionsToTxnResponse::AddPartitionsToTxnPartitionResult pr;
+            pr.partition_index = p;
+            if (!topic_ok) {
+                pr.partition_error_code = kerr::topic_authorization_failed;
+                any_bad = true;
+            } else if (!info || p < 0 || p >= info->partitions) {
+                pr.partition_error_code = kerr::unknown_topic_or_partition;
+                any_bad = true;
+            } else {
+                parts.emplace_back(t.name, p);
+                pr.partition_error_code = kerr::none;
+            }
+            tr.results_by_partition.push_back(pr);
+        }
+        r.results_by_topic_v3_and_below.push_back(std::move(tr));
+    }
+    kafka::error_code code = blanket;
+    if (code == kerr::none && any_bad) code = kerr::operation_not_attempted;
+    if (code == kerr::none) {
+        const bool fenced_known = ctx.version >= add_partitions_fenced_since;
+        code = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores), [&](shard& o) -> runtime::task<kafka::error_code> {
+            auto* c = coordinator_here(o);
+            if (!c) co_return kerr::coordinator_not_available;
+            co_return co_await c->add_partitions(id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
+                                                 std::move(parts), fenced_known);
+        });
+    }
+    for (auto& tr : r.results_by_topic_v3_and_below) {
+        for (auto& pr : tr.results_by_partition) {
+            if (code == kerr::operation_not_attempted && pr.partition_error_code != kerr::none) continue;
+            pr.partition_error_code = code;
+        }
+    }
+    co_return respond(r, ctx);
+}
+
+runtime::task<std::string> handle_add_offsets_to_txn(request_ctx ctx, kafka::AddOffsetsToTxnRequest req) {
+    kafka::AddOffsetsToTxnResponse r;
+    if (!may_write_txn(ctx, req.transactional_id)) {
+        r.error_code = kerr::transactional_id_authorization_failed;
+    } else if (!authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id)) {
+        r.error_code = kerr::group_authorization_failed;
+    } else if (req.group_id.empty()) {
+        r.error_code = kerr::invalid_group_id;
+    } else {
+        const bool fenced_known = ctx.version >= add_offsets_fenced_since;
+        r.error_code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
+                                        [&](shard& o) -> runtime::task<kafka::error_code> {
+                                            auto* c = coordinator_here(o);
+                                            if (!c) co_return kerr::coordinator_not_available;
+                                            co_return co_await c->add_offsets(req.transactional_id, req.producer_id,
+                                                                              req.producer_epoch, req.group_id, fenced_known);
+                                        });
+    }
+    co_return respond(r, ctx);
+}
+
+runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnOffsetCommitRequest req) {
+    kafka::TxnOffsetCommitResponse r;
+    kafka::error_code blanket = kerr::none;
+    if (!may_write_txn(ctx, req.transactional_id)) blanket = kerr::transactional_id_authorization_failed;
+    else if (!authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id))
+        blanket = kerr::group_authorization_failed;
+    else if (req.group_id.empty()) blanket = kerr::invalid_group_id;
+    std::map<std::string, std::map<std::int32_t, txn::pending_offset>> offsets;
+    const std::size_t max_md = 4096; // Kafka's offset.metadata.max.bytes, as OffsetCommit
+    for (auto& t : req.topics) {
+        kafka::TxnOffsetCommitResponse::TxnOffsetCommitResponseTopic tr;
+        tr.name = t.name;
+        const topic_info* info = ctx.sh.cat->find(t.name);
+        const bool topic_ok = authorized(ctx, acl::operation::read, acl::resource_type::topic, t.name);
+        for (auto& p : t.partitions) {
+            kafka::TxnOffsetCommitResponse::TxnOffsetCommitResponsePartition pr;
+            pr.partition_index = p.partition_index;
+            const std::string md = p.committed_metadata.value_or(std::string());
+            if (blanket != kerr::none) {
+                pr.error_code = blanket;
+            } else if (!topic_ok) {
+                pr.error_code = kerr::topic_authorization_failed;
+            } else if (!info || p.partition_index < 0 || p.partition_index >= info->partitions) {
+                pr.error_code = kerr::unknown_topic_or_partition;
+            } else if (md.size() > max_md) {
+                pr.error_code = kerr::offset_metadata_too_large;
+            } else {
+                txn::pending_offset o;
+                o.offset = p.committed_offset;
+                o.leader_epoch = p.committed_leader_epoch;
+                o.metadata = md;
+                offsets[t.name][p.partition_index] = std::move(o);
+                pr.error_code = kerr::none;
+            }
+            tr.partitions.push_back(pr);
+        }
+        r.topics.push_back(std::move(tr));
+    }
+    if (!offsets.empty()) {
+        const bool fenced_known = ctx.version >= txn_offset_commit_fenced_since;
+        const auto code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
+                                           [&](shard& o) -> runtime::task<kafka::error_code> {
+                                               auto* c = coordinator_here(o);
+                                               if (!c) co_return kerr::coordinator_not_available;
+                                               co_return co_await c->txn_offset_commit(
+                                                   req.transactional_id, req.producer_id, req.producer_epoch,
+                                                   req.group_id, std::move(offsets), fenced_known);
+                                           });
+        for (auto& tr : r.topics) {
+            for (auto& pr : tr.partitions) {
+                if (pr.error_code == kerr::none) pr.error_code = code;
+            }
+        }
+    }
+    co_return respond(r, ctx);
+}
+
+runtime::task<std::string> handle_end_txn(request_ctx ctx, kafka::EndTxnRequest req) {
+    kafka::EndTxnResponse r;
+    if (!may_write_txn(ctx, req.transactional_id)) {
+        r.error_code = kerr::transactional_id_authorization_failed;
+    } else {
+        const bool fenced_known = ctx.version >= end_txn_fenced_since;
+        r.error_code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
+                                        [&](shard& o) -> runtime::task<kafka::error_code> {
+                                            auto* c = coordinator_here(o);
+                                            if (!c) co_return kerr::coordinator_not_available;
+                                            co_return co_await c->end_txn(req.transactional_id, req.producer_id,
+                                                                          req.producer_epoch, req.committed, fenced_known);
+                                        });
+    }
+    co_return respond(r, ctx);
+}
+
+namespace {
+std::vector<txn::txn_metadata> list_on(shard& o, const std::set<std::string>* states, const std::set<std::int64_t>* pids) {
+    auto* c = coordinator_here(o);
+    if (!c) return {};
+    return c->list(*states, *pids);
+}
+} // namespace
+
+runtime::task<std::string> handle_list_transactions(request_ctx ctx, kafka::ListTransactionsRequest req) {
+    kafka::ListTransactionsResponse r;
+    std::set<std::string> states(req.state_filters.begin(), req.state_filters.end());
+    std::set<std::int64_t> pids(req.producer_id_filters.begin(), req.producer_id_filters.end());
+    const auto* sp = &states;
+    const auto* pp = &pids;
+    std::vector<runtime::task<std::vector<txn::txn_metadata>>> per_core;
+    for (unsigned c = 0; c < ctx.sh.shared->cores; ++c)
+        per_core.push_back(on_core(ctx.sh, c, [sp, pp](shard& o) { return list_on(o, sp, pp); }));
+    auto got = co_await runtime::when_all(std::move(per_core));
+    if (ctx.sh.cfg().clustered()) r.error_code = kerr::coordinator_not_available;
+    for (auto& list : got) {
+        for (auto& m : list) {
+            // Kafka lists only the ids the principal may describe.
+            if (!authorized(ctx, acl::operation::describe, acl::resource_type::transactional_id, m.id)) continue;
+            kafka::ListTransactionsResponse::TransactionState s;
+            s.transactional_id = m.id;
+            s.producer_id = m.producer_id;
+            s.transaction_state = std::string(txn::state_name(m.st));
+            r.transaction_states.push_back(std::move(s));
+        }
+    }
+    co_return respond(r, ctx);
+}
+
+namespace {
+std::optional<txn::txn_metadata> describe_on(shard& o, const std::string* id) {
+    auto* c = coordinator_here(o);
+    if (!c) return std::nullopt;
+    return c->describe(*id);
+}
+} // namespace
+
+runtime::task<std::string> handle_describe_transactions(request_ctx ctx, kafka::DescribeTransactionsRequest req) {
+    kafka::DescribeTransactionsResponse r;
+    for (auto& id : req.transactional_ids) {
+        kafka::DescribeTransactionsResponse::TransactionState s;
+        s.transactional_id = id;
+        s.producer_id = -1;
+        s.producer_epoch = -1;
+        s.transaction_start_time_ms = -1;
+        if (!authorized(ctx, acl::operation::describe, acl::resource_type::transactional_id, id)) {
+            s.error_code = kerr::transactional_id_authorization_failed;
+            r.transaction_states.push_back(std::move(s));
+            continue;
+        }
+        const std::string* ip = &id;
+        auto m = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores), [ip](shard& o) { return describe_on(o, ip); });
+        if (ctx.sh.cfg().clustered()) {
+            s.error_code = kerr::coordinator_not_available;
+        } else if (!m) {
+            s.error_code = kerr::transactional_id_not_found;
+        } else {
+            s.transaction_state = std::string(txn::state_name(m->st));
+            s.transaction_timeout_ms = m->timeout_ms;
+            s.transaction_start_time_ms = m->start_ms;
+            s.producer_id = m->producer_id;
+            s.producer_epoch = m->producer_epoch;
+            std::map<std::string, std::vector<std::int32_t>> by_topic;
+            for (auto& [t, p] : m->partitions) by_topic[t].push_back(p);
+            for (auto& [t, ps] : by_topic) {
+                kafka::DescribeTransactionsResponse::TopicData td;
+                td.name = t;
+                td.partition_indexes = std::move(ps);
+                s.topic_partitions.push_back(std::move(td));
+            }
+        }
+        r.transaction_states.push_back(std::move(s));
+    }
+    co_return respond(r, ctx);
+}
+
+} // namespace skiff::broker

@@ -1,0 +1,120 @@
+#include "transactions.hpp"
+
+#include "idempotence.hpp"
+#include "ownership.hpp"
+#include "routing.hpp"
+#include "txn/control_batch.hpp"
+
+#include <skiff/core/log.hpp>
+#include <skiff/runtime/timer.hpp>
+
+#include <chrono>
+
+namespace skiff::broker {
+
+namespace {
+
+std::int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+runtime::task<result<std::int64_t, std::string>> allocate_on_core0(shard* sh) {
+    auto id = co_await on_core(*sh, 0, [](shard& sh0) { return allocate_producer_id(sh0); });
+    if (!id) co_return failure{id.error().message};
+    co_return *id;
+}
+
+runtime::task<result<void, std::string>> marker_from(shard* sh, txn::topic_partition tp, std::int64_t pid,
+                                                     std::int16_t epoch, bool commit) {
+    const std::string* topic = &tp.first;
+    const std::int32_t partition = tp.second;
+    co_return co_await on_partition_owner(*sh, tp.first, partition, [topic, partition, pid, epoch, commit](shard& o) {
+        return write_marker(o, *topic, partition, pid, epoch, commit);
+    });
+}
+
+runtime::task<kafka::error_code> commit_on_group_core(
+    shard& o, std::string group,
+    std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries) {
+    co_return co_await coordinator_for(o, group).commit_txn_offsets(std::move(group), std::move(entries));
+}
+
+runtime::task<result<void, std::string>> offsets_from(
+    shard* sh, std::string group, std::map<std::string, std::map<std::int32_t, txn::pending_offset>> offsets) {
+    std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries;
+    for (auto& [t, parts] : offsets)
+        for (auto& [p, o] : parts) entries[t][p] = {o.offset, o.leader_epoch, o.metadata};
+    const std::string* g = &group;
+    auto* e = &entries;
+    const auto code = co_await on_group_owner(*sh, group, [g, e](shard& o) { return commit_on_group_core(o, *g, std::move(*e)); });
+    if (code != kerr::none) co_return failure{std::string("group '") + group + "': " + std::string(kafka::name(code))};
+    co_return ok();
+}
+
+} // namespace
+
+unsigned txn_owner(std::string_view transactional_id, unsigned cores) noexcept {
+    return group_owner(transactional_id, cores);
+}
+
+std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh) {
+    txn::coordinator_config cfg;
+    cfg.ns = sh.cfg().ns;
+    cfg.max_timeout = sh.cfg().transaction_max_timeout;
+    txn::coordinator_env env;
+    shard* p = &sh;
+    env.allocate_producer_id = [p] { return allocate_on_core0(p); };
+    env.write_marker = [p](txn::topic_partition tp, std::int64_t pid, std::int16_t epoch, bool commit) {
+        return marker_from(p, std::move(tp), pid, epoch, commit);
+    };
+    env.commit_offsets = [p](std::string group, std::map<std::string, std::map<std::int32_t, txn::pending_offset>> o) {
+        return offsets_from(p, std::move(group), std::move(o));
+    };
+    return std::make_unique<txn::coordinator>(*sh.store, std::move(cfg), std::move(env));
+}
+
+runtime::task<std::string> load_txns(shard* sh) {
+    const unsigned core = sh->core, cores = sh->shared->cores;
+    std::string last;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        if (attempt) (void)co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));
+        auto r = co_await sh->txns->load([core, cores](std::string_view id) { return txn_owner(id, cores) == core; });
+        if (r) {
+            sh->txns->start();
+            co_return std::string();
+        }
+        last = r.error().message;
+        log::warn("loading transactional ids on core {} (attempt {}): {}", core, attempt + 1, last);
+    }
+    co_return "cannot load the transaction coordinator's state: " + last;
+}
+
+runtime::task<result<void, std::string>> write_marker(shard& sh, std::string topic, std::int32_t partition,
+                                                      std::int64_t producer_id, std::int16_t epoch, bool commit) {
+    auto owned = co_await find_owned(sh, topic, partition);
+    if (!owned.slot) {
+        co_return failure{fmt::format("{}/{}: {}", topic, partition,
+                                      owned.message.empty() ? std::string(kafka::name(owned.error)) : owned.message)};
+    }
+    partition_slot* slot = owned.slot;
+    if (!slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
+    if (!may_acknowledge(sh, *slot)) co_return failure{fmt::format("{}/{}: not provably the owner", topic, partition)};
+    // From this marker on, the producer's older epochs are fenced on this partition (a zombie
+    // instance's late batches are refused with INVALID_PRODUCER_EPOCH).
+    slot->producers.fence(producer_id, epoch);
+    std::string bytes = txn::make_control_batch(producer_id, epoch, commit ? txn::marker_type::commit : txn::marker_type::abort,
+                                                0, wall_ms());
+    auto view = storage::parse_batch(std::span<const char>(bytes.data(), bytes.size()), true);
+    if (!view) co_return failure{std::string("building the marker: ") + view.error().message};
+    storage::batch_view v = *view;
+    v.crc_verified = true;
+    const std::span<const storage::batch_view> views(&v, 1);
+    auto r = co_await slot->log->append(views, storage::ack_mode::durable, {}, sh.cfg().log.append_timeout);
+    if (!r) co_return failure{fmt::format("{}/{}: appending the marker: {}", topic, partition, r.error().message)};
+    v.base_offset = r->base_offset;
+    slot->txns.on_batch(v);
+    co_return ok();
+}
+
+} // namespace skiff::broker

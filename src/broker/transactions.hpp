@@ -1,0 +1,32 @@
+// The broker's side of transactions (KIP-98): the per-core transaction coordinator wired to
+// the partitions and groups it must reach (txn/coordinator.hpp), markers written on a
+// partition's core, and a partition's transaction state kept beside its producer table
+// (txn/partition_txns.hpp). Private to the broker module; docs/transactions.md.
+#pragma once
+
+#include "shard.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace skiff::broker {
+
+// The core that coordinates a transactional id (the group hash: ids and groups spread alike).
+unsigned txn_owner(std::string_view transactional_id, unsigned cores) noexcept;
+
+// This core's coordinator, its env bound to `sh` (markers and offsets routed to their cores).
+std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh);
+
+// Loads this core's transactional ids (retried like load_groups) and starts the coordinator:
+// transactions in flight at the last stop are finished or aborted in the background.
+// "" on success, else why start-up must fail.
+runtime::task<std::string> load_txns(shard* sh);
+
+// On the partition's core: appends a commit or abort marker for the producer, durably; the
+// partition's transaction state and producer table learn of it (the producer's older epochs
+// are fenced from then on).
+runtime::task<result<void, std::string>> write_marker(shard& sh, std::string topic, std::int32_t partition,
+                                                      std::int64_t producer_id, std::int16_t epoch, bool commit);
+
+} // namespace skiff::broker
