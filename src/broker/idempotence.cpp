@@ -1,4 +1,5 @@
 #include "idempotence.hpp"
+#include "txn/abort_index.hpp"
 
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/timer.hpp>
@@ -23,12 +24,50 @@ std::int32_t last_seq_of(const storage::batch_view& b) {
     return producer_table::next_seq(b.base_sequence, std::max(b.record_count, 1) - 1);
 }
 
+// The aborted transactions the window below does not reach, from the partition's abort
+// index (txn/abort_index.hpp): one LIST, no GET. Entries below the log start are forgotten and
+// their objects deleted (retention or DeleteRecords took the data they described).
+runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std::string& topic, std::int32_t partition,
+                                     std::int64_t log_start, std::int64_t from) {
+    if (!sh) co_return;
+    const std::string prefix = storage::partition_prefix(sh->cfg().ns, storage::partition_id(topic, partition));
+    std::string token;
+    std::vector<std::string> stale;
+    std::size_t restored = 0;
+    for (;;) {
+        std::string pfx = txn::abort_index_prefix(prefix);
+        auto page = co_await sh->store->list(std::move(pfx), std::string(), std::move(token), 1000, {});
+        if (!page) {
+            log::warn("partition {}/{}: listing its abort index failed: {}; read_committed consumers may see aborted "
+                      "records older than the last {} offsets",
+                      topic, partition, page.error().message, 50000);
+            break;
+        }
+        for (auto& obj : page->objects) {
+            auto t = txn::parse_abort_index_key(prefix, obj.key);
+            if (!t) continue;
+            if (t->last_offset < log_start) {
+                stale.push_back(obj.key);
+            } else if (t->last_offset < from) {
+                slot->txns.restore_aborted(*t);
+                ++restored;
+            }
+        }
+        if (page->next_token.empty()) break;
+        token = std::move(page->next_token);
+    }
+    if (restored) log::info("partition {}/{}: {} aborted transaction(s) from its abort index", topic, partition, restored);
+    for (auto& key : stale) (void)co_await sh->store->remove(std::move(key), {});
+}
+
 // Rebuilds the partition's producer table from the batch headers of its last offsets (up to
 // `window` of them), so that a batch stored just before a crash and retried after it is
 // recognised as a duplicate.
-runtime::task<void> load_producers(partition_slot* slot, std::string topic, std::int32_t partition) {
+runtime::task<void> load_producers(partition_slot* slot, shard* sh, std::string topic, std::int32_t partition) {
     constexpr std::int64_t window = 50000;
-    const std::int64_t from = std::max(slot->log->log_start_offset(), slot->log->high_watermark() - window);
+    const std::int64_t log_start = slot->log->log_start_offset();
+    const std::int64_t from = std::max(log_start, slot->log->high_watermark() - window);
+    co_await load_abort_index(slot, sh, topic, partition, log_start, from);
     std::size_t batches = 0;
     auto walked = co_await storage::walk_committed(*slot->log, from, [slot, &batches](const storage::batch_view& b) {
         // Transactions: open ones and aborted ones come back with the producers (a window of
@@ -54,7 +93,7 @@ runtime::task<void> load_producers(partition_slot* slot, std::string topic, std:
 
 } // namespace
 
-runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition) {
+runtime::task<void> ensure_producers_loaded(shard* sh, partition_slot* slot, std::string topic, std::int32_t partition) {
     while (!slot->producers_loaded) {
         if (auto loading = slot->producers_loading) {
             // Waiters resume in arrival order, so their appends keep the order of their requests.
@@ -64,16 +103,16 @@ runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string to
         }
         auto loading = std::make_shared<runtime::oneshot<void>>();
         slot->producers_loading = loading;
-        co_await load_producers(slot, topic, partition);
+        co_await load_producers(slot, sh, topic, partition);
         slot->producers_loaded = true;
         slot->producers_loading.reset();
         loading->set();
     }
 }
 
-idempotence_guard::idempotence_guard(partition_slot& slot, std::string topic, std::int32_t partition,
+idempotence_guard::idempotence_guard(shard& sh, partition_slot& slot, std::string topic, std::int32_t partition,
                                      const storage::batch_view& batch)
-    : _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
+    : _sh(sh), _slot(slot), _topic(std::move(topic)), _partition(partition), _pid(batch.producer_id),
       _epoch(batch.producer_epoch), _base_seq(batch.base_sequence), _last_seq(last_seq_of(batch)),
       _max_timestamp(batch.max_timestamp) {}
 
@@ -81,7 +120,7 @@ idempotence_guard::~idempotence_guard() { abort(); }
 
 runtime::task<producer_table::check_result> idempotence_guard::reserve() {
     if (!idempotent()) co_return producer_table::check_result{};
-    if (!_slot.producers_loaded) co_await ensure_producers_loaded(&_slot, _topic, _partition);
+    if (!_slot.producers_loaded) co_await ensure_producers_loaded(&_sh, &_slot, _topic, _partition);
     using v = producer_table::verdict;
     for (int attempt = 0;; ++attempt) {
         auto chk = _slot.producers.check_and_reserve(_pid, _epoch, _base_seq, _last_seq, now_ms());

@@ -18,13 +18,14 @@ namespace skiff::broker {
 
 // Rebuilds the partition's producer table from its log's tail unless done already (one
 // rebuild at a time; later callers wait for it).
-runtime::task<void> ensure_producers_loaded(partition_slot* slot, std::string topic, std::int32_t partition);
+// `sh`: the partition's core (its store holds the abort index).
+runtime::task<void> ensure_producers_loaded(shard* sh, partition_slot* slot, std::string topic, std::int32_t partition);
 
 class idempotence_guard {
 public:
     // `batch` is the validated batch about to be appended to `slot`. A batch without a
     // producer id makes every call below a no-op and reserve() answer accept.
-    idempotence_guard(partition_slot& slot, std::string topic, std::int32_t partition,
+    idempotence_guard(shard& sh, partition_slot& slot, std::string topic, std::int32_t partition,
                       const storage::batch_view& batch);
     ~idempotence_guard(); // aborts a reservation neither completed nor handed to complete_when_durable
     idempotence_guard(const idempotence_guard&) = delete;
@@ -51,6 +52,7 @@ public:
     void complete_when_durable(std::int64_t base, std::int64_t last);
 
 private:
+    shard& _sh;
     partition_slot& _slot;
     std::string _topic;
     std::int32_t _partition;

@@ -3,11 +3,13 @@
 #include "idempotence.hpp"
 #include "ownership.hpp"
 #include "routing.hpp"
+#include "txn/abort_index.hpp"
 #include "txn/control_batch.hpp"
 
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/timer.hpp>
 
+#include <algorithm>
 #include <chrono>
 
 namespace skiff::broker {
@@ -98,7 +100,7 @@ runtime::task<result<void, std::string>> write_marker(shard& sh, std::string top
                                       owned.message.empty() ? std::string(kafka::name(owned.error)) : owned.message)};
     }
     partition_slot* slot = owned.slot;
-    if (!slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
+    if (!slot->producers_loaded) co_await ensure_producers_loaded(&sh, slot, topic, partition);
     if (!may_acknowledge(sh, *slot)) co_return failure{fmt::format("{}/{}: not provably the owner", topic, partition)};
     // From this marker on, the producer's older epochs are fenced on this partition (a zombie
     // instance's late batches are refused with INVALID_PRODUCER_EPOCH).
@@ -114,7 +116,27 @@ runtime::task<result<void, std::string>> write_marker(shard& sh, std::string top
     if (!r) co_return failure{fmt::format("{}/{}: appending the marker: {}", topic, partition, r.error().message)};
     v.base_offset = r->base_offset;
     slot->txns.on_batch(v);
-    co_return ok();
+    if (commit) co_return ok();
+    // The abort goes into the partition's abort index (abort_index.hpp). The entry is the one
+    // this marker just made, or, when the transaction was already closed here (a coordinator
+    // writing its markers again after a restart), the producer's newest one: a crash between
+    // that earlier marker and its index write is repaired now.
+    const auto& aborted = slot->txns.aborted();
+    auto it = std::find_if(aborted.rbegin(), aborted.rend(),
+                           [producer_id](const txn::aborted_txn& a) { return a.producer_id == producer_id; });
+    if (it == aborted.rend()) co_return ok(); // the transaction wrote nothing here
+    const txn::aborted_txn entry = *it;
+    const std::string prefix = storage::partition_prefix(sh.cfg().ns, storage::partition_id(topic, partition));
+    const std::string body = txn::abort_index_body(entry);
+    std::string last_error;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        if (attempt) (void)co_await runtime::sleep(std::chrono::milliseconds(100 << attempt));
+        std::string key = txn::abort_index_key(prefix, entry);
+        auto put = co_await sh.store->put(std::move(key), std::span<const char>(body.data(), body.size()), false, {});
+        if (put) co_return ok();
+        last_error = put.error().message;
+    }
+    co_return failure{fmt::format("{}/{}: storing the abort index entry: {}", topic, partition, last_error)};
 }
 
 } // namespace skiff::broker

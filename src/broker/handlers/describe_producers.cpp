@@ -29,7 +29,7 @@ runtime::task<producers_outcome> describe_on_owner(shard& sh, std::string topic,
         co_return out;
     }
     partition_slot* slot = owned.slot;
-    if (!slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
+    if (!slot->producers_loaded) co_await ensure_producers_loaded(&sh, slot, topic, partition);
     out.producers = slot->producers.describe();
     co_return out;
 }

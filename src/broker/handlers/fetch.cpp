@@ -61,7 +61,7 @@ runtime::task<read_outcome> read_on_owner(shard& sh, std::string topic, std::int
     partition_slot* slot = owned.slot;
     // The partition's transactions come back with its producers after a restart; a
     // read_committed fetch needs them before it can say where the stable part ends.
-    if (read_committed && !slot->producers_loaded) co_await ensure_producers_loaded(slot, topic, partition);
+    if (read_committed && !slot->producers_loaded) co_await ensure_producers_loaded(&sh, slot, topic, partition);
     out.high_watermark = log.high_watermark();
     out.log_start_offset = log.log_start_offset();
     out.last_stable_offset = slot->producers_loaded ? slot->txns.last_stable_offset(out.high_watermark) : out.high_watermark;

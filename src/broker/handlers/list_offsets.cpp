@@ -73,7 +73,7 @@ runtime::task<offset_outcome> list_offset_on_owner(shard& sh, std::string topic,
     } else if (ts == -1) {
         // read_committed (ListOffsets v2+): the end a read_committed consumer can reach, the LSO.
         if (read_committed) {
-            if (!owned.slot->producers_loaded) co_await ensure_producers_loaded(owned.slot, topic, partition);
+            if (!owned.slot->producers_loaded) co_await ensure_producers_loaded(&sh, owned.slot, topic, partition);
             out.offset = owned.slot->txns.last_stable_offset(log.high_watermark());
         } else {
             out.offset = log.high_watermark();

@@ -83,7 +83,7 @@ runtime::task<produce_outcome> append_on_owner(shard& sh, std::string topic, std
         co_return out;
     }
 
-    idempotence_guard guard(*owned.slot, topic, partition, batch->view);
+    idempotence_guard guard(sh, *owned.slot, topic, partition, batch->view);
     auto chk = co_await guard.reserve();
     if (chk.v == producer_table::verdict::duplicate) {
         // Already written: answer with the original offsets, once they are durable if the

@@ -52,6 +52,15 @@ void partition_txns::close(std::int64_t producer_id, std::int64_t marker_offset,
     _aborted.insert(pos, t);
 }
 
+void partition_txns::restore_aborted(const aborted_txn& t) {
+    if (t.producer_id < 0 || t.first_offset < 0 || t.last_offset < t.first_offset) return;
+    auto pos = std::lower_bound(_aborted.begin(), _aborted.end(), t.last_offset,
+                                [](const aborted_txn& a, std::int64_t v) { return a.last_offset < v; });
+    if (pos != _aborted.end() && pos->last_offset == t.last_offset) return;
+    _max_aborted_span = std::max(_max_aborted_span, t.last_offset - t.first_offset);
+    _aborted.insert(pos, t);
+}
+
 std::int64_t partition_txns::first_unstable_offset() const noexcept {
     if (_open_by_first.empty()) return std::numeric_limits<std::int64_t>::max();
     return std::max(_open_by_first.begin()->first, _log_start);

@@ -59,6 +59,11 @@ public:
     // one changes nothing.
     void forget_before(std::int64_t log_start);
 
+    // An aborted transaction known from the partition's abort index (abort_index.hpp) rather
+    // than from its marker in the log: remembered as if its marker had been fed, unless an
+    // entry with the same marker offset is already known.
+    void restore_aborted(const aborted_txn& t);
+
     bool is_open(std::int64_t producer_id) const;
     std::size_t open_count() const noexcept { return _open.size(); }
     std::size_t aborted_count() const noexcept { return _aborted.size(); }

@@ -453,3 +453,42 @@ TEST_CASE("txn coordinator: list and describe", "[txn][coordinator]") {
         CHECK(e->coord->stats().open == 1);
     }(&e));
 }
+
+#include "txn/abort_index.hpp"
+
+TEST_CASE("abort index: keys name the entry, foreign and malformed keys are not entries", "[txn][abort_index]") {
+    const std::string prefix = "ns/orders/3/";
+    aborted_txn t;
+    t.producer_id = 4242;
+    t.first_offset = 100;
+    t.last_offset = 250;
+    const auto key = abort_index_key(prefix, t);
+    CHECK(key == "ns/orders/3/txn-aborted-00000000000000000250-00000000000000000100-00000000000000004242");
+    CHECK(key.rfind(abort_index_prefix(prefix), 0) == 0);
+    auto back = parse_abort_index_key(prefix, key);
+    REQUIRE(back);
+    CHECK(*back == t);
+    CHECK(abort_index_body(t) == R"({"producer_id":4242,"first_offset":100,"last_offset":250})");
+    for (std::string bad : {std::string("ns/orders/3/segment-00000000000000000000.kfs"),
+                            key.substr(0, key.size() - 1), key + "0", std::string("ns/orders/4/") + key.substr(12),
+                            std::string("ns/orders/3/txn-aborted-00000000000000000250x00000000000000000100-00000000000000004242"),
+                            std::string("ns/orders/3/txn-aborted-00000000000000000050-00000000000000000100-00000000000000004242"),
+                            std::string("ns/orders/3/txn-aborted-99999999999999999999-00000000000000000100-00000000000000004242")}) {
+        CHECK_FALSE(parse_abort_index_key(prefix, bad));
+    }
+}
+
+TEST_CASE("partition_txns: restored aborted entries are listed once, in marker order", "[txn][abort_index]") {
+    partition_txns p;
+    p.restore_aborted(aborted_txn{7, 10, 20});
+    p.restore_aborted(aborted_txn{8, 5, 12});
+    p.restore_aborted(aborted_txn{7, 10, 20}); // listed twice (or also replayed): once
+    p.restore_aborted(aborted_txn{9, 30, 25});  // first after last: not an entry
+    REQUIRE(p.aborted().size() == 2);
+    CHECK(p.aborted()[0].last_offset == 12);
+    CHECK(p.aborted()[1].last_offset == 20);
+    auto got = p.aborted_between(13, 100);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].producer_id == 7);
+    CHECK(p.last_stable_offset(50) == 50); // restored aborts leave nothing open
+}
