@@ -29,7 +29,6 @@ std::int32_t last_seq_of(const storage::batch_view& b) {
 // their objects deleted (retention or DeleteRecords took the data they described).
 runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std::string& topic, std::int32_t partition,
                                      std::int64_t log_start, std::int64_t from) {
-    if (!sh) co_return;
     const std::string prefix = storage::partition_prefix(sh->cfg().ns, storage::partition_id(topic, partition));
     std::string token;
     std::vector<std::string> stale;
@@ -40,7 +39,7 @@ runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std:
         if (!page) {
             log::warn("partition {}/{}: listing its abort index failed: {}; read_committed consumers may see aborted "
                       "records older than the last {} offsets",
-                      topic, partition, page.error().message, 50000);
+                      topic, partition, page.error().message, sh->cfg().producer_state_window);
             break;
         }
         for (auto& obj : page->objects) {
@@ -64,7 +63,7 @@ runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std:
 // `window` of them), so that a batch stored just before a crash and retried after it is
 // recognised as a duplicate.
 runtime::task<void> load_producers(partition_slot* slot, shard* sh, std::string topic, std::int32_t partition) {
-    constexpr std::int64_t window = 50000;
+    const std::int64_t window = sh->cfg().producer_state_window;
     const std::int64_t log_start = slot->log->log_start_offset();
     const std::int64_t from = std::max(log_start, slot->log->high_watermark() - window);
     co_await load_abort_index(slot, sh, topic, partition, log_start, from);
