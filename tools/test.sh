@@ -41,6 +41,10 @@ for t in test_bad_input test_confluent test_durability; do
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     test/clients/$t.py --skiff build-asan/src/cli/skiff
 done
+# Transactions: the coordinator's and the partition's coroutines under the sanitizers.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  test/clients/test_transactions.py -k consume_transform_produce -k broker_sigkill -k bad_txn \
+  --skiff build-asan/src/cli/skiff
 # The security bad-input tests (TLS garbage and plaintext on TLS ports, hostile SASL frames,
 # expired sessions, malformed ACLs) against the sanitized broker.
 for t in "test_tls -k bad_input" "test_sasl -k bad_input" "test_sasl -k session_expiry" "test_acl -k bad_input"; do

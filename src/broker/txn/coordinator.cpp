@@ -21,6 +21,9 @@ constexpr std::int16_t max_epoch = std::numeric_limits<std::int16_t>::max() - 1;
 
 struct entry {
     txn_metadata meta; // as stored
+    // Decided and applied, its record still being stored (complete() with a lock hand-over):
+    // what ListTransactions and DescribeTransactions show meanwhile.
+    std::optional<txn_metadata> completing;
     runtime::semaphore lock{1, "txn-id"};
     bool timing_out = false;
 };
@@ -100,7 +103,11 @@ struct coordinator::impl {
     // Ends `e`'s transaction (the lock held). From ongoing: stores the prepare state first (with
     // the epoch bumped when `bump`: the producer instance is being fenced). From prepare_*:
     // finishes what the stored state decided. Markers go to every partition at once.
-    runtime::task<error_code> complete(entry& e, bool commit, bool bump) {
+    // With `lock` (the caller's hold on e.lock), the answer does not wait for the "complete"
+    // record: the outcome is decided and applied (markers durable, offsets stored), so the
+    // record is written in the background, the lock going with it, and the id's next request
+    // still finds it stored. Without, complete() returns once it is stored.
+    runtime::task<error_code> complete(entry& e, bool commit, bool bump, runtime::semaphore::units* lock = nullptr) {
         if (e.meta.st == state::ongoing) {
             txn_metadata m = e.meta;
             if (bump && m.producer_epoch < max_epoch) ++m.producer_epoch;
@@ -137,16 +144,29 @@ struct coordinator::impl {
         done.groups.clear();
         done.offsets.clear();
         done.update_ms = now_ms();
-        // The outcome is decided and applied; storing "complete" only spares a restart from
-        // doing it again, so it is retried too.
+        if (commit) ++st.committed;
+        if (lock) {
+            e.completing = done;
+            auto spawned = gate.spawn(store_complete_later(e, done, std::move(*lock)));
+            if (spawned) co_return error_code::none;
+            e.completing.reset();
+        }
+        const bool stored = co_await store_complete(e, std::move(done));
+        co_return stored ? error_code::none : error_code::coordinator_not_available;
+    }
+
+    // The outcome is decided and applied; storing "complete" only spares a restart from doing
+    // it again, so it is retried until it lands or the coordinator closes.
+    runtime::task<bool> store_complete(entry& e, txn_metadata done) {
         const std::string id = e.meta.id;
         const attempt_fn store_done = [this, &e, done] { return store_completed(e, done); };
-        const bool stored = co_await retry(store_done, "storing the completed state", id);
-        if (!stored) co_return error_code::coordinator_not_available;
-        if (commit) {
-            ++st.committed;
-        }
-        co_return error_code::none;
+        co_return co_await retry(store_done, "storing the completed state", id);
+    }
+
+    runtime::task<void> store_complete_later(entry& e, txn_metadata done, runtime::semaphore::units lock) {
+        (void)co_await store_complete(e, std::move(done));
+        e.completing.reset();
+        lock.release();
     }
 
     runtime::task<result<void, std::string>> store_completed(entry& e, txn_metadata m) {
@@ -417,7 +437,7 @@ runtime::task<error_code> coordinator::end_txn(std::string id, std::int64_t prod
     if (auto c = impl::check_producer(&e, producer_id, epoch, fenced_known); c != error_code::none) co_return c;
     switch (e.meta.st) {
     case state::ongoing: {
-        auto r = co_await _i->complete(e, commit, false);
+        auto r = co_await _i->complete(e, commit, false, &*held);
         if (r == error_code::none && !commit) ++_i->st.aborted;
         co_return r;
     }
@@ -442,10 +462,11 @@ std::vector<txn_metadata> coordinator::list(const std::set<std::string>& states,
                                             const std::set<std::int64_t>& producer_ids) const {
     std::vector<txn_metadata> out;
     for (auto& [id, e] : _i->ids) {
-        if (e->meta.producer_id < 0) continue;
-        if (!states.empty() && !states.count(std::string(state_name(e->meta.st)))) continue;
-        if (!producer_ids.empty() && !producer_ids.count(e->meta.producer_id)) continue;
-        out.push_back(e->meta);
+        const txn_metadata& m = e->completing ? *e->completing : e->meta;
+        if (m.producer_id < 0) continue;
+        if (!states.empty() && !states.count(std::string(state_name(m.st)))) continue;
+        if (!producer_ids.empty() && !producer_ids.count(m.producer_id)) continue;
+        out.push_back(m);
     }
     return out;
 }
@@ -453,7 +474,7 @@ std::vector<txn_metadata> coordinator::list(const std::set<std::string>& states,
 std::optional<txn_metadata> coordinator::describe(std::string_view id) const {
     const entry* e = _i->find(id);
     if (!e || e->meta.producer_id < 0) return std::nullopt;
-    return e->meta;
+    return e->completing ? *e->completing : e->meta;
 }
 
 runtime::task<void> coordinator::close() { co_await _i->gate.close(); }
@@ -462,8 +483,8 @@ coordinator_stats coordinator::stats() const noexcept {
     coordinator_stats s = _i->st;
     for (auto& [id, e] : _i->ids) {
         if (e->meta.producer_id >= 0) ++s.ids;
-        if (e->meta.st == state::ongoing || e->meta.st == state::prepare_commit || e->meta.st == state::prepare_abort)
-            ++s.open;
+        const state now = e->completing ? e->completing->st : e->meta.st;
+        if (now == state::ongoing || now == state::prepare_commit || now == state::prepare_abort) ++s.open;
     }
     return s;
 }

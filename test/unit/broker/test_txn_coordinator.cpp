@@ -492,3 +492,47 @@ TEST_CASE("partition_txns: restored aborted entries are listed once, in marker o
     CHECK(got[0].producer_id == 7);
     CHECK(p.last_stable_offset(50) == 50); // restored aborts leave nothing open
 }
+
+TEST_CASE("txn coordinator: EndTxn answers once markers are durable; the complete record follows, and the id's "
+          "next request waits for it",
+          "[txn][coordinator]") {
+    env e;
+    e.store->set_latency(10ms);
+    struct seen {
+        bool done = false;
+        error_code end = error_code::unknown_server_error;
+        std::optional<state> stored_at_answer;
+        std::optional<state> described_at_answer;
+        error_code next = error_code::unknown_server_error;
+        std::optional<state> stored_at_next;
+    };
+    auto s = std::make_shared<seen>();
+    e.run([](env* e, std::shared_ptr<seen> s) -> task<void> {
+        auto spawned = e->bg->spawn([](env* e, std::shared_ptr<seen> s) -> task<void> {
+            const std::string id = "t";
+            auto a = co_await e->coord->init_producer_id(id, 10000, -1, -1, true);
+            std::vector<topic_partition> tps{{"out", 0}};
+            (void)co_await e->coord->add_partitions(id, a.producer_id, 0, tps, true);
+            s->end = co_await e->coord->end_txn(id, a.producer_id, 0, true, true);
+            s->stored_at_answer = e->stored(id)->st;
+            s->described_at_answer = e->coord->describe(id)->st;
+            std::vector<topic_partition> tps2{{"out", 1}};
+            s->next = co_await e->coord->add_partitions(id, a.producer_id, 0, tps2, true);
+            s->stored_at_next = e->stored(id)->st;
+            s->done = true;
+        }(e, s));
+        CHECK(spawned.has_value());
+        for (int i = 0; i < 100 && !s->done; ++i) {
+            e->clk->advance(5ms);
+            co_await settle();
+        }
+    }(&e, s));
+    REQUIRE(s->done);
+    CHECK(s->end == error_code::none);
+    CHECK(s->stored_at_answer == state::prepare_commit); // answered before "complete" landed
+    CHECK(s->described_at_answer == state::complete_commit); // but decided and applied: shown so
+    CHECK(e.markers.size() == 1);
+    CHECK(s->next == error_code::none);
+    CHECK(s->stored_at_next == state::ongoing); // after the complete record, not instead of it
+    CHECK(e.coord->stats().committed == 1);
+}
