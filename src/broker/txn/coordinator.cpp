@@ -175,6 +175,51 @@ struct coordinator::impl {
         co_return skiff::ok();
     }
 
+    // A request's hold on its id: inside the gate, the id's lock taken, its producer checked
+    // (before waiting for the lock, so a fenced producer does not queue, and after it).
+    struct held_id {
+        runtime::gate::holder inside;
+        runtime::semaphore::units lock;
+        entry* e = nullptr;
+    };
+    runtime::task<result<held_id, error_code>> hold(const std::string& id, std::int64_t pid, std::int16_t epoch,
+                                                    bool fenced_known) {
+        auto h = gate.enter();
+        if (!h) co_return failure{error_code::coordinator_not_available};
+        if (auto c = check_producer(find(id), pid, epoch, fenced_known); c != error_code::none) co_return failure{c};
+        entry& e = get(id);
+        auto held = co_await e.lock.acquire(1, gate.stop_token());
+        if (!held) co_return failure{error_code::coordinator_not_available};
+        if (auto c = check_producer(&e, pid, epoch, fenced_known); c != error_code::none) co_return failure{c};
+        held_id out;
+        out.inside = std::move(*h);
+        out.lock = std::move(*held);
+        out.e = &e;
+        co_return out;
+    }
+
+    // A transaction begins with the first partition or group added after the last one ended.
+    void begin_if_needed(txn_metadata& m) const {
+        if (m.st == state::ongoing) return;
+        m.st = state::ongoing;
+        m.start_ms = now_ms();
+        m.partitions.clear();
+        m.groups.clear();
+        m.offsets.clear();
+    }
+
+    // Stores `m` unless it equals what is stored (nothing new to promise).
+    runtime::task<error_code> store_if_changed(entry& e, txn_metadata m) {
+        if (m == e.meta) co_return error_code::none;
+        m.update_ms = now_ms();
+        const bool stored = co_await store_state(e, std::move(m));
+        co_return stored ? error_code::none : error_code::coordinator_not_available;
+    }
+
+    static bool preparing(const entry& e) {
+        return e.meta.st == state::prepare_commit || e.meta.st == state::prepare_abort;
+    }
+
     // Checks the producer of a request against the id's state.
     static error_code check_producer(const entry* e, std::int64_t pid, std::int16_t epoch, bool fenced_known) {
         if (!e || e->meta.producer_id < 0 || e->meta.producer_id != pid) return error_code::invalid_producer_id_mapping;
@@ -353,65 +398,35 @@ runtime::task<coordinator::init_result> coordinator::init_producer_id(std::strin
 
 runtime::task<error_code> coordinator::add_partitions(std::string id, std::int64_t producer_id, std::int16_t epoch,
                                                       std::vector<topic_partition> partitions, bool fenced_known) {
-    auto h = _i->gate.enter();
-    if (!h) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(_i->find(id), producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    entry& e = _i->get(id);
-    auto held = co_await e.lock.acquire(1, _i->gate.stop_token());
-    if (!held) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(&e, producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    if (e.meta.st == state::prepare_commit || e.meta.st == state::prepare_abort) co_return error_code::concurrent_transactions;
+    auto held = co_await _i->hold(id, producer_id, epoch, fenced_known);
+    if (!held) co_return held.error();
+    entry& e = *held->e;
+    if (impl::preparing(e)) co_return error_code::concurrent_transactions;
     txn_metadata m = e.meta;
-    if (m.st != state::ongoing) {
-        m.st = state::ongoing;
-        m.start_ms = _i->now_ms();
-        m.partitions.clear();
-        m.groups.clear();
-        m.offsets.clear();
-    }
+    _i->begin_if_needed(m);
     for (auto& tp : partitions) m.partitions.insert(tp);
-    if (m == e.meta) co_return error_code::none; // nothing new to promise
-    m.update_ms = _i->now_ms();
-    const bool stored = co_await _i->store_state(e, std::move(m));
-    co_return stored ? error_code::none : error_code::coordinator_not_available;
+    co_return co_await _i->store_if_changed(e, std::move(m));
 }
 
 runtime::task<error_code> coordinator::add_offsets(std::string id, std::int64_t producer_id, std::int16_t epoch,
                                                    std::string group, bool fenced_known) {
-    auto h = _i->gate.enter();
-    if (!h) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(_i->find(id), producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    entry& e = _i->get(id);
-    auto held = co_await e.lock.acquire(1, _i->gate.stop_token());
-    if (!held) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(&e, producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    if (e.meta.st == state::prepare_commit || e.meta.st == state::prepare_abort) co_return error_code::concurrent_transactions;
+    auto held = co_await _i->hold(id, producer_id, epoch, fenced_known);
+    if (!held) co_return held.error();
+    entry& e = *held->e;
+    if (impl::preparing(e)) co_return error_code::concurrent_transactions;
     txn_metadata m = e.meta;
-    if (m.st != state::ongoing) {
-        m.st = state::ongoing;
-        m.start_ms = _i->now_ms();
-        m.partitions.clear();
-        m.groups.clear();
-        m.offsets.clear();
-    }
+    _i->begin_if_needed(m);
     m.groups.insert(group);
-    if (m == e.meta) co_return error_code::none;
-    m.update_ms = _i->now_ms();
-    const bool stored = co_await _i->store_state(e, std::move(m));
-    co_return stored ? error_code::none : error_code::coordinator_not_available;
+    co_return co_await _i->store_if_changed(e, std::move(m));
 }
 
 runtime::task<error_code> coordinator::txn_offset_commit(
     std::string id, std::int64_t producer_id, std::int16_t epoch, std::string group,
     std::map<std::string, std::map<std::int32_t, pending_offset>> offsets, bool fenced_known) {
-    auto h = _i->gate.enter();
-    if (!h) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(_i->find(id), producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    entry& e = _i->get(id);
-    auto held = co_await e.lock.acquire(1, _i->gate.stop_token());
-    if (!held) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(&e, producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    if (e.meta.st == state::prepare_commit || e.meta.st == state::prepare_abort) co_return error_code::concurrent_transactions;
+    auto held = co_await _i->hold(id, producer_id, epoch, fenced_known);
+    if (!held) co_return held.error();
+    entry& e = *held->e;
+    if (impl::preparing(e)) co_return error_code::concurrent_transactions;
     // Offsets of a group the transaction never added (AddOffsetsToTxn) would be applied by no
     // commit: refused rather than silently dropped.
     if (e.meta.st != state::ongoing || !e.meta.groups.count(group)) co_return error_code::invalid_txn_state;
@@ -420,24 +435,17 @@ runtime::task<error_code> coordinator::txn_offset_commit(
     for (auto& [topic, parts] : offsets) {
         for (auto& [p, o] : parts) g[topic][p] = o;
     }
-    if (m == e.meta) co_return error_code::none;
-    m.update_ms = _i->now_ms();
-    const bool stored = co_await _i->store_state(e, std::move(m));
-    co_return stored ? error_code::none : error_code::coordinator_not_available;
+    co_return co_await _i->store_if_changed(e, std::move(m));
 }
 
 runtime::task<error_code> coordinator::end_txn(std::string id, std::int64_t producer_id, std::int16_t epoch, bool commit,
                                                bool fenced_known) {
-    auto h = _i->gate.enter();
-    if (!h) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(_i->find(id), producer_id, epoch, fenced_known); c != error_code::none) co_return c;
-    entry& e = _i->get(id);
-    auto held = co_await e.lock.acquire(1, _i->gate.stop_token());
-    if (!held) co_return error_code::coordinator_not_available;
-    if (auto c = impl::check_producer(&e, producer_id, epoch, fenced_known); c != error_code::none) co_return c;
+    auto held = co_await _i->hold(id, producer_id, epoch, fenced_known);
+    if (!held) co_return held.error();
+    entry& e = *held->e;
     switch (e.meta.st) {
     case state::ongoing: {
-        auto r = co_await _i->complete(e, commit, false, &*held);
+        auto r = co_await _i->complete(e, commit, false, &held->lock);
         if (r == error_code::none && !commit) ++_i->st.aborted;
         co_return r;
     }
