@@ -229,6 +229,9 @@ void register_metrics(shard& sh) {
                                                   {{"outcome", outcome}},
                                                   [p, f] { return p->txns ? p->txns->stats().*f : 0; }));
     }
+    sh.registrations.push_back(reg.counter_fn("skiff_transactional_ids_expired_total",
+                                              "Transactional ids forgotten after --transactional-id-expiration-ms idle.",
+                                              {}, [p] { return p->txns ? p->txns->stats().expired : 0; }));
     sh.registrations.push_back(reg.counter_fn("skiff_transaction_state_writes_total",
                                               "Transaction coordinator state objects stored.", {},
                                               [p] { return p->txns ? p->txns->stats().state_writes : 0; }));

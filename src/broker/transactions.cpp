@@ -64,6 +64,7 @@ std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh) {
     txn::coordinator_config cfg;
     cfg.ns = sh.cfg().ns;
     cfg.max_timeout = sh.cfg().transaction_max_timeout;
+    cfg.id_expiration = sh.cfg().transactional_id_expiration;
     txn::coordinator_env env;
     shard* p = &sh;
     env.allocate_producer_id = [p] { return allocate_on_core0(p); };

@@ -172,6 +172,9 @@ const serve_flag flags[] = {
      [](const cfg_t& c) { return ms(c.group_initial_rebalance_delay); }},
     {"transaction-max-timeout-ms", value_kind::number, "MS", "the longest transaction.timeout.ms a producer may ask for",
      [](const cfg_t& c) { return ms(c.transaction_max_timeout); }},
+    {"transactional-id-expiration-ms", value_kind::number, "MS",
+     "a transactional id idle this long is forgotten (Kafka's transactional.id.expiration.ms)",
+     [](const cfg_t& c) { return ms(c.transactional_id_expiration); }},
     // The logger's own default; broker_config does not carry the level.
     {"log-level", value_kind::text, "LEVEL", "trace|debug|info|warn|error",
      [](const cfg_t&) { return std::string("info"); }},
@@ -432,6 +435,8 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
     }
     if (auto e = number(s, "transaction-max-timeout-ms", 1000, 86400000, n)) return failure{*e};
     if (s.has("transaction-max-timeout-ms")) cfg.transaction_max_timeout = std::chrono::milliseconds(n);
+    if (auto e = number(s, "transactional-id-expiration-ms", 1000, std::int64_t{1} << 40, n)) return failure{*e};
+    if (s.has("transactional-id-expiration-ms")) cfg.transactional_id_expiration = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};
     if (s.has("broker-id")) cfg.node_id = static_cast<std::int32_t>(n);
     if (auto e = number(s, "node-id", 0, 2147483647, n)) return failure{*e};

@@ -84,7 +84,7 @@ EVERY_KEY = {
     "message-max-bytes": "2097152", "retention-ms": "86400000", "retention-bytes": "1073741824",
     "file-delete-delay-ms": "30000", "manifest-every-segments": "16", "time-index": "false", "merge-target-bytes": "16777216",
     "merge-age-ms": "300000", "compaction-interval-ms": "5000", "compaction-map-bytes": "1048576",
-    "group-initial-rebalance-delay-ms": "100", "transaction-max-timeout-ms": "600000", "log-level": '"warn"',
+    "group-initial-rebalance-delay-ms": "100", "transaction-max-timeout-ms": "600000", "transactional-id-expiration-ms": "86400000", "log-level": '"warn"',
     "sasl-mechanisms": '"SCRAM-SHA-512"', "max-reauth-ms": "60000", "failed-auth-delay-ms": "50",
     "authorizer": '"acl"', "super-users": '"User:admin"', "allow-everyone-if-no-acl-found": "true",
     "http-tls": "false", "tls-cert-file": '"/etc/skiff/cert.pem"', "tls-key-file": '"/etc/skiff/key.pem"',

@@ -124,6 +124,8 @@ struct broker_config {
     // Kafka's transaction.max.timeout.ms: a producer asking for a longer transaction.timeout.ms
     // is refused (INVALID_TRANSACTION_TIMEOUT).
     std::chrono::milliseconds transaction_max_timeout{900000};
+    // Kafka's transactional.id.expiration.ms: an id idle this long is forgotten (seven days).
+    std::chrono::milliseconds transactional_id_expiration{604800000};
     // How many of a partition's last offsets are replayed to rebuild its idempotent producers
     // and open transactions when it is first needed after opening (not a flag: tests shrink it
     // to reach the abort index, which covers what lies before).

@@ -248,13 +248,54 @@ struct coordinator::impl {
             auto slept = co_await runtime::sleep(cfg.check_interval, stop);
             if (!slept) co_return;
             const auto now = now_ms();
+            std::vector<std::string> idle;
             for (auto& [id, e] : ids) {
                 if (e->meta.st == state::ongoing && !e->timing_out && now - e->meta.start_ms > e->meta.timeout_ms) {
                     e->timing_out = true;
                     (void)gate.spawn(abort_timed_out(id));
+                } else if (expirable(*e, now)) {
+                    idle.push_back(id);
                 }
             }
+            for (auto& id : idle) (void)gate.spawn(expire(id));
         }
+    }
+
+    // No transaction in flight, and untouched for longer than the expiration.
+    bool expirable(const entry& e, std::int64_t now) const {
+        const bool idle = e.meta.st == state::empty || e.meta.st == state::complete_commit ||
+                          e.meta.st == state::complete_abort;
+        return idle && e.meta.producer_id >= 0 && !e.completing && e.meta.update_ms >= 0 &&
+               now - e.meta.update_ms > cfg.id_expiration.count();
+    }
+
+    // Forgets an idle id (Kafka's transactional id expiration): its object is deleted under the
+    // id's lock; a request that comes meanwhile waits, then finds it unknown and starts afresh.
+    runtime::task<void> expire(std::string id) {
+        auto h = gate.enter();
+        if (!h) co_return;
+        auto it = ids.find(id);
+        if (it == ids.end()) co_return;
+        entry& e = *it->second;
+        auto held = e.lock.try_acquire(1);
+        if (!held) co_return; // a request is using it: not idle after all
+        if (!expirable(e, now_ms())) co_return;
+        std::string key = txn_state_key(cfg.ns, id);
+        runtime::deadline_scope scope(runtime::reactor::local().now() + cfg.write_timeout, gate.stop_token());
+        auto r = co_await store.remove(std::move(key), scope.token());
+        if (!r && r.error().code != storage::errc::not_found) {
+            log::warn("transactional id '{}': deleting its expired state failed: {}; retried later", id,
+                      r.error().message);
+            co_return;
+        }
+        log::info("transactional id '{}': expired after {} ms without a transaction", id, now_ms() - e.meta.update_ms);
+        ++st.expired;
+        txn_metadata fresh;
+        fresh.id = id;
+        e.meta = std::move(fresh);
+        const bool waited_on = e.lock.waiters() > 0;
+        held->release();
+        if (!waited_on) ids.erase(id); // nobody holds a reference: the lock was free and unwaited
     }
 
     runtime::task<void> recover(std::string id) {

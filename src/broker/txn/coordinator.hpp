@@ -45,6 +45,9 @@ struct coordinator_config {
     // How often ongoing transactions are checked against their timeouts (Kafka's
     // transaction.abort.timed.out.transaction.cleanup.interval.ms, 10 s there).
     std::chrono::milliseconds check_interval{1000};
+    // Kafka's transactional.id.expiration.ms: an id with no transaction open and no request for
+    // this long is forgotten (its state object deleted); its next InitProducerId starts afresh.
+    std::chrono::milliseconds id_expiration{604800000};
     // One state write's bound; a request whose write exceeds it is answered retriably.
     std::chrono::milliseconds write_timeout{30000};
     // Wall-clock milliseconds (null: the system clock). Tests inject one.
@@ -74,6 +77,7 @@ struct coordinator_stats {
     std::uint64_t aborted = 0;   // by the producer
     std::uint64_t timed_out = 0; // aborted by the timeout
     std::uint64_t fenced = 0;    // aborted because a new instance initialised, or at recovery
+    std::uint64_t expired = 0;   // ids forgotten after id_expiration
     std::uint64_t state_writes = 0;
     std::uint64_t state_write_failures = 0;
     std::uint64_t marker_retries = 0;

@@ -536,3 +536,35 @@ TEST_CASE("txn coordinator: EndTxn answers once markers are durable; the complet
     CHECK(s->stored_at_next == state::ongoing); // after the complete record, not instead of it
     CHECK(e.coord->stats().committed == 1);
 }
+
+TEST_CASE("txn coordinator: idle transactional ids expire; open ones and recent ones do not", "[txn][coordinator]") {
+    env e;
+    e.run([](env* e) -> task<void> {
+        e->coord->start();
+        const std::string idle = "idle", open = "open", recent = "recent";
+        auto a = co_await e->coord->init_producer_id(idle, 10000, -1, -1, true);
+        auto b = co_await e->coord->init_producer_id(open, 60000, -1, -1, true);
+        std::vector<topic_partition> tps{{"out", 0}};
+        (void)co_await e->coord->add_partitions(open, b.producer_id, 0, tps, true);
+        // Seven days and a bit later: "open" would have timed out long ago, so keep it fresh
+        // by making its timeout unreachable here: only idle ids are looked at for expiry.
+        e->wall += 604800000 + 1000;
+        auto c = co_await e->coord->init_producer_id(recent, 10000, -1, -1, true);
+        (void)c;
+        e->clk->advance(1000ms);
+        co_await settle(200);
+        CHECK(e->coord->stats().expired == 1);
+        CHECK_FALSE(e->stored(idle));
+        CHECK(e->stored(recent));
+        CHECK_FALSE(e->coord->describe(idle));
+        // "open" was aborted by its timeout in the same tick, not expired.
+        CHECK(e->stored(open));
+        // The expired id's old producer is unknown; a new InitProducerId starts afresh.
+        auto late = co_await e->coord->end_txn(idle, a.producer_id, 0, true, true);
+        CHECK(late == error_code::invalid_producer_id_mapping);
+        auto again = co_await e->coord->init_producer_id(idle, 10000, -1, -1, true);
+        CHECK(again.error == error_code::none);
+        CHECK(again.producer_epoch == 0);
+        CHECK(again.producer_id != a.producer_id);
+    }(&e));
+}

@@ -105,6 +105,7 @@ const std::map<std::string, std::string> sample_values = {
     {"compaction-map-bytes", "1048576"},
     {"group-initial-rebalance-delay-ms", "100"},
     {"transaction-max-timeout-ms", "600000"},
+    {"transactional-id-expiration-ms", "86400000"},
     {"log-level", "\"warn\""},
 };
 // The rest of the line that sets `key` in --print-config's output, from the "=" on.
