@@ -180,6 +180,23 @@ runtime::task<kafka::OffsetCommitResponse> group_coordinator::commit_offsets(kaf
     co_return resp;
 }
 
+kafka::error_code group_coordinator::validate_txn_member(std::string_view group_id, std::string_view member_id,
+                                                         std::int32_t generation,
+                                                         const std::optional<std::string>& group_instance_id) {
+    state& s = *_s;
+    if (s.closed()) return kerr::coordinator_not_available;
+    if (generation < 0 && member_id.empty()) return kerr::none;
+    group* g = s.find_group(group_id);
+    if (!g) return kerr::unknown_member_id;
+    if (g->st == gstate::dead) return kerr::coordinator_not_available;
+    std::optional<std::string> instance;
+    if (group_instance_id && !group_instance_id->empty()) instance = group_instance_id;
+    if (g->fenced(member_id, instance)) return kerr::fenced_instance_id;
+    if (!member_id.empty() && !g->find(member_id)) return kerr::unknown_member_id;
+    if (generation >= 0 && generation != g->generation) return kerr::illegal_generation;
+    return kerr::none;
+}
+
 runtime::task<kafka::error_code> group_coordinator::commit_txn_offsets(
     std::string group_id,
     std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries) {

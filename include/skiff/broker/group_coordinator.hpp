@@ -24,6 +24,7 @@
 #include <map>
 #include <tuple>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -114,6 +115,14 @@ public:
     // COORDINATOR_NOT_AVAILABLE / REQUEST_TIMED_OUT when the write fails (the caller retries).
     runtime::task<kafka::error_code> commit_txn_offsets(
         std::string group, std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries);
+    // TxnOffsetCommit v3+ (KIP-447): the consumer-group metadata a transactional producer sends
+    // with its offsets must be the group's current member and generation, so a producer whose
+    // consumer lost its partitions in a rebalance cannot commit offsets for them. Kafka's
+    // GroupMetadata checks: COORDINATOR_NOT_AVAILABLE (dead), FENCED_INSTANCE_ID,
+    // UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION; generation -1 with no member passes (a producer
+    // outside group management). Reads only; no suspension.
+    kafka::error_code validate_txn_member(std::string_view group, std::string_view member_id, std::int32_t generation,
+                                          const std::optional<std::string>& group_instance_id);
     // Versions 0-7 name one group; from v8 the request may name several: the broker passes
     // only the groups this core owns and merges the `groups` arrays of the answers.
     runtime::task<kafka::OffsetFetchResponse> fetch_offsets(kafka::OffsetFetchRequest req, std::int16_t version);

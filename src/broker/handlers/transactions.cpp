@@ -140,6 +140,23 @@ runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnO
         }
         r.topics.push_back(std::move(tr));
     }
+    // KIP-447 (v3+): the offsets come with the consumer's group metadata, checked against the
+    // group on its core first; a zombie whose consumer was rebalanced away is refused.
+    if (!offsets.empty() && ctx.version >= 3) {
+        const auto* rq = &req;
+        const auto member_code = co_await on_group_owner(ctx.sh, req.group_id, [rq](shard& o) {
+            return coordinator_for(o, rq->group_id)
+                .validate_txn_member(rq->group_id, rq->member_id, rq->generation_id, rq->group_instance_id);
+        });
+        if (member_code != kerr::none) {
+            offsets.clear();
+            for (auto& tr : r.topics) {
+                for (auto& pr : tr.partitions) {
+                    if (pr.error_code == kerr::none) pr.error_code = member_code;
+                }
+            }
+        }
+    }
     if (!offsets.empty()) {
         const bool fenced_known = ctx.version >= txn_offset_commit_fenced_since;
         const auto code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),

@@ -362,3 +362,22 @@ TEST_CASE("offset delete: removed with the next write, the later of a commit and
         CHECK(empty_id.error_code == kerr::invalid_group_id);
     }(&e));
 }
+
+TEST_CASE("TxnOffsetCommit's group metadata (KIP-447): only the current member and generation pass",
+          "[broker][group][offsets][txn]") {
+    env e;
+    e.run([](env* e) -> task<void> {
+        auto j = co_await join_all(e, "eos", "c1");
+        REQUIRE(j.size() == 1);
+        const std::string member = j[0].member_id;
+        const std::int32_t gen = j[0].generation_id;
+        const std::optional<std::string> no_instance;
+        CHECK(e->coord->validate_txn_member("eos", member, gen, no_instance) == kerr::none);
+        CHECK(e->coord->validate_txn_member("eos", member, gen + 1, no_instance) == kerr::illegal_generation);
+        CHECK(e->coord->validate_txn_member("eos", "ghost", gen, no_instance) == kerr::unknown_member_id);
+        CHECK(e->coord->validate_txn_member("nosuch", member, gen, no_instance) == kerr::unknown_member_id);
+        // A producer outside group management (generation -1, no member) is not checked.
+        CHECK(e->coord->validate_txn_member("eos", "", -1, no_instance) == kerr::none);
+        CHECK(e->coord->validate_txn_member("nosuch", "", -1, no_instance) == kerr::none);
+    }(&e));
+}
