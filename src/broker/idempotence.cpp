@@ -56,7 +56,8 @@ runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std:
         token = std::move(page->next_token);
     }
     if (restored) log::info("partition {}/{}: {} aborted transaction(s) from its abort index", topic, partition, restored);
-    for (auto& key : stale) (void)co_await sh->store->remove(std::move(key), {});
+    // A failed delete only leaves an entry the next load skips again.
+    if (!stale.empty()) (void)co_await sh->store->remove_many(std::move(stale), {});
 }
 
 // Rebuilds the partition's producer table from the batch headers of its last offsets (up to
