@@ -46,15 +46,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_until(pred, timeout, what, interval=0.1):
-    """Polls pred() until it returns a truthy value (returned); raises AssertionError on timeout."""
+def wait_until(pred, timeout, what, interval=0.1, describe=None):
+    """Polls pred() until it returns a truthy value (returned); raises AssertionError on timeout,
+    with describe() (the state that kept it waiting) in the message when given."""
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            state = ""
+            if describe is not None:
+                try:
+                    state = f"; last state: {describe()}"
+                except Exception as e:  # noqa: BLE001 - the timeout is the failure to report
+                    state = f"; describing the state failed: {e}"
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}{state}")
         time.sleep(interval)
 
 
@@ -299,6 +306,7 @@ def main(tests, default_timeout=240):
 
     root = tempfile.mkdtemp(prefix="skiff-clients-")
     passed, failed = [], []
+    reasons = []  # (name, message, context): repeated at the end, where CI's excerpt shows it
     t_all = time.monotonic()
     try:
         for entry in tests:
@@ -326,8 +334,9 @@ def main(tests, default_timeout=240):
             except BaseException as e:  # noqa: BLE001 - a test's SystemExit is a failure too
                 signal.alarm(0)
                 failed.append(name)
-                print(f"FAIL {name} ({time.monotonic() - t0:.1f} s): {type(e).__name__}: {e}",
-                      flush=True)
+                reason = f"{type(e).__name__}: {e}"
+                reasons.append((name, reason[:800], t))
+                print(f"FAIL {name} ({time.monotonic() - t0:.1f} s): {reason}", flush=True)
                 traceback.print_exc(file=sys.stdout)
                 for b in t.brokers:
                     rc = b.proc.poll() if b.proc is not None else None
@@ -349,6 +358,16 @@ def main(tests, default_timeout=240):
                         print(f"    cleanup failed: {e}", flush=True)
     finally:
         signal.alarm(0)
+        # A CI log excerpt shows only the end of the output: say again why each test failed,
+        # with the last lines of its brokers' (and etcd's) logs.
+        for name, reason, t in reasons:
+            print(f"=== {name} failed: {reason}", flush=True)
+            for b in t.brokers:
+                print(f"    broker {b.name}, last lines:\n      " + b.log_tail(3).replace("\n", "\n      "),
+                      flush=True)
+            e = getattr(t, "etcd", None)
+            if e is not None:
+                print("    etcd log, last lines:\n    " + e.log_tail(6).replace("\n", "\n    "), flush=True)
         print(f"{len(passed)} passed, {len(failed)} failed"
               f"{': ' + ', '.join(failed) if failed else ''} "
               f"({time.monotonic() - t_all:.1f} s, store {opts.store})", flush=True)

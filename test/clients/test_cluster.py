@@ -511,7 +511,8 @@ def test_elect_leaders_moves_to_preferred(t):
     def converged():
         owners = leaders(bs[0], topic)
         return 3 in owners.values() and all(leaders(b, topic) == owners for b in bs[1:])
-    broker.wait_until(converged, 30, "broker 3 to lead its partitions again, all brokers agreeing")
+    broker.wait_until(converged, 30, "broker 3 to lead its partitions again, all brokers agreeing",
+                      describe=lambda: {b.name: leaders(b, topic) for b in bs})
     top, again = elect_leaders(bs[1], {topic: list(range(12))}, version=1)
     if top != 0 or set(again[topic].values()) != {84}:
         raise AssertionError(f"a second ElectLeaders: {top} {again}, expected ELECTION_NOT_NEEDED everywhere")
