@@ -9,6 +9,7 @@
 
 #include "connection.hpp"
 #include "ownership.hpp"
+#include "peers.hpp"
 #include "transactions.hpp"
 #include "shard.hpp"
 
@@ -214,7 +215,7 @@ void register_metrics(shard& sh) {
     // Transactions (docs/transactions.md): open now, and ended by outcome.
     sh.registrations.push_back(reg.gauge_fn("skiff_transactions_open",
                                             "Transactions ongoing or being completed at this core's coordinator.", {},
-                                            [p] { return static_cast<std::int64_t>(p->txns ? p->txns->stats().open : 0); }));
+                                            [p] { return static_cast<std::int64_t>(txn_stats_of(*p).open); }));
     const std::pair<const char*, std::uint64_t txn::coordinator_stats::*> txn_outcomes[] = {
         {"committed", &txn::coordinator_stats::committed},
         {"aborted", &txn::coordinator_stats::aborted},
@@ -227,18 +228,18 @@ void register_metrics(shard& sh) {
                                                   "Transactions ended, by outcome (fenced: aborted because a new "
                                                   "producer instance initialised or the broker restarted).",
                                                   {{"outcome", outcome}},
-                                                  [p, f] { return p->txns ? p->txns->stats().*f : 0; }));
+                                                  [p, f] { return txn_stats_of(*p).*f; }));
     }
     sh.registrations.push_back(reg.counter_fn("skiff_transactional_ids_expired_total",
                                               "Transactional ids forgotten after --transactional-id-expiration-ms idle.",
-                                              {}, [p] { return p->txns ? p->txns->stats().expired : 0; }));
+                                              {}, [p] { return txn_stats_of(*p).expired; }));
     sh.registrations.push_back(reg.counter_fn("skiff_transaction_state_writes_total",
                                               "Transaction coordinator state objects stored.", {},
-                                              [p] { return p->txns ? p->txns->stats().state_writes : 0; }));
+                                              [p] { return txn_stats_of(*p).state_writes; }));
     sh.registrations.push_back(reg.counter_fn("skiff_transaction_marker_retries_total",
                                               "Marker writes, offset applications and state writes of an ending "
                                               "transaction that failed and were retried.",
-                                              {}, [p] { return p->txns ? p->txns->stats().marker_retries : 0; }));
+                                              {}, [p] { return txn_stats_of(*p).marker_retries; }));
     if (sh.put_hedge && sh.get_hedge) {
         const storage::hedge_policy* hp = sh.put_hedge.get();
         const storage::hedge_policy* hg = sh.get_hedge.get();
@@ -373,6 +374,9 @@ runtime::task<void> drain_core(shard* sh) {
     for (auto& l : sh->listeners) l.close();
     // Transactions first: an EndTxn in flight finishes its markers while partitions are open.
     if (sh->txns) co_await sh->txns->close();
+    for (auto& [_, tc] : sh->slot_txns) co_await tc->close(); // cluster mode: left by a leave that failed
+    for (auto& tc : sh->retired_txns) co_await tc->close();
+    co_await close_peers(*sh); // after the coordinators: their markers use them
     co_await runtime::when_all(close_partitions(sh), sh->conns.close(), sh->groups->close());
     co_await sh->background.close();
 }

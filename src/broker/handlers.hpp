@@ -144,6 +144,7 @@ runtime::task<std::string> handle_add_partitions_to_txn(request_ctx ctx, kafka::
 runtime::task<std::string> handle_add_offsets_to_txn(request_ctx ctx, kafka::AddOffsetsToTxnRequest req);
 runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnOffsetCommitRequest req);
 runtime::task<std::string> handle_end_txn(request_ctx ctx, kafka::EndTxnRequest req);
+runtime::task<std::string> handle_write_txn_markers(request_ctx ctx, kafka::WriteTxnMarkersRequest req);
 runtime::task<std::string> handle_list_transactions(request_ctx ctx, kafka::ListTransactionsRequest req);
 runtime::task<std::string> handle_describe_transactions(request_ctx ctx, kafka::DescribeTransactionsRequest req);
 runtime::task<std::string> handle_offset_for_leader_epoch(request_ctx ctx, kafka::OffsetForLeaderEpochRequest req);

@@ -1,5 +1,7 @@
 #include "ownership.hpp"
 
+#include "transactions.hpp"
+
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/cluster/assignment.hpp>
 #include <skiff/core/log.hpp>
@@ -85,6 +87,18 @@ runtime::task<void> install_claim(shard* sh, std::string topic, std::int32_t p, 
             co_return;
         }
         sh->slot_groups[p] = std::move(gc);
+        // The slot's transactional ids: their states loaded before it answers, then what was
+        // in flight at the previous owner is finished or aborted (txn/coordinator.hpp).
+        auto tc = co_await load_slot_txns(sh, p);
+        still = claim_of(*sh, topic, p);
+        if (!tc) co_return; // logged; the ids' requests answer NOT_COORDINATOR meanwhile
+        if (!still || still->epoch != c.epoch || sh->slot_txns.count(p)) {
+            co_await tc->close();
+            sh->retired_txns.push_back(std::move(tc));
+            co_return;
+        }
+        tc->start();
+        sh->slot_txns[p] = std::move(tc);
         co_return;
     }
     auto r = co_await local_partition(*sh, topic, p);
@@ -109,6 +123,14 @@ runtime::task<handed_over> retire_claim(shard* sh, std::string topic, std::int32
     }
     if (topic == cluster::groups_topic) {
         // Commits accepted before this are still written (close() waits for them).
+        // The transactions first: a marker round waits for its groups' offsets to be applied.
+        if (auto t = sh->slot_txns.find(p); t != sh->slot_txns.end()) {
+            auto tc = std::move(t->second);
+            sh->slot_txns.erase(t);
+            co_await tc->close();
+            sh->retired_txn_stats += tc->stats();
+            sh->retired_txns.push_back(std::move(tc));
+        }
         if (auto g = sh->slot_groups.find(p); g != sh->slot_groups.end()) {
             auto gc = std::move(g->second);
             sh->slot_groups.erase(g);
@@ -406,6 +428,33 @@ group_coordinator& coordinator_for(shard& sh, std::string_view group) {
     if (!sh.cfg().clustered()) return *sh.groups;
     auto it = sh.slot_groups.find(cluster::group_slot(group));
     return it == sh.slot_groups.end() ? *sh.groups : *it->second;
+}
+
+txn::coordinator* txn_coordinator_for(shard& sh, std::string_view id) {
+    if (!sh.cfg().clustered()) return sh.txns.get();
+    auto it = sh.slot_txns.find(cluster::group_slot(id));
+    return it == sh.slot_txns.end() ? nullptr : it->second.get();
+}
+
+kafka::error_code txn_coordinator_missing(const shard& sh, std::string_view id) {
+    if (!sh.cfg().clustered()) return kerr::coordinator_not_available;
+    return claim_of(sh, cluster::groups_topic, cluster::group_slot(id)) ? kerr::coordinator_load_in_progress
+                                                                       : kerr::not_coordinator;
+}
+
+std::vector<txn::coordinator*> txn_coordinators_of(shard& sh) {
+    if (!sh.cfg().clustered()) return sh.txns ? std::vector<txn::coordinator*>{sh.txns.get()} : std::vector<txn::coordinator*>{};
+    std::vector<txn::coordinator*> out;
+    for (auto& [_, c] : sh.slot_txns) out.push_back(c.get());
+    return out;
+}
+
+txn::coordinator_stats txn_stats_of(shard& sh) {
+    txn::coordinator_stats sum = sh.retired_txn_stats;
+    sum.ids = 0;
+    sum.open = 0; // gauges: only live coordinators count
+    for (auto* c : txn_coordinators_of(sh)) sum += c->stats();
+    return sum;
 }
 
 std::vector<group_coordinator*> coordinators_of(shard& sh) {

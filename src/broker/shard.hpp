@@ -11,6 +11,7 @@
 #include <skiff/broker/group_coordinator.hpp>
 #include <skiff/broker/kafka_errors.hpp>
 #include <skiff/broker/producer_state.hpp>
+#include <skiff/client/connection.hpp>
 #include <skiff/cluster/node.hpp>
 #include <skiff/cluster/view.hpp>
 #include <skiff/kafka/frame.hpp>
@@ -137,8 +138,15 @@ struct shard {
     std::set<std::pair<std::string, std::int32_t>> pending_restore;
     std::unique_ptr<group_coordinator> groups;
     // The transaction coordinator of the transactional ids this core owns (txn_owner); null in
-    // cluster mode, which does not coordinate transactions yet.
+    // cluster mode, where each served group slot has one (slot_txns).
     std::unique_ptr<txn::coordinator> txns;
+    // Cluster mode: transactional ids hash to group slots like groups, so the broker that owns a
+    // slot coordinates both (FindCoordinator answers the same broker for key types 0 and 1).
+    std::map<std::int32_t, std::unique_ptr<txn::coordinator>> slot_txns;
+    std::vector<std::unique_ptr<txn::coordinator>> retired_txns;
+    // Cluster mode: connections to other brokers, by address (peers.hpp).
+    std::map<std::string, std::unique_ptr<client::connection>> peers;
+    txn::coordinator_stats retired_txn_stats; // counters of retired ones, so metrics never go back
     // Cluster mode: one coordinator per group slot this core serves (claimed like partitions);
     // `groups` is then a closed coordinator that answers COORDINATOR_NOT_AVAILABLE for groups
     // this broker does not coordinate, so clients look the coordinator up again.
@@ -188,6 +196,16 @@ struct shard {
     metrics::counter acl_denied[4];
     std::vector<metrics::registration> registrations;
 };
+
+// The transaction coordinator of `id` on this core (which must be txn_owner's core); null in
+// cluster mode when this broker does not coordinate the id's slot (or is still loading it).
+txn::coordinator* txn_coordinator_for(shard& sh, std::string_view id);
+// Cluster mode: why there is none: COORDINATOR_LOAD_IN_PROGRESS while the claimed slot loads,
+// else NOT_COORDINATOR (clients look the coordinator up again).
+kafka::error_code txn_coordinator_missing(const shard& sh, std::string_view id);
+// Every transaction coordinator of this core, and the summed stats including retired ones.
+std::vector<txn::coordinator*> txn_coordinators_of(shard& sh);
+txn::coordinator_stats txn_stats_of(shard& sh);
 
 // The coordinator for `group` on this core (which must be group_owner's core).
 group_coordinator& coordinator_for(shard& sh, std::string_view group);

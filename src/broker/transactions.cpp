@@ -2,10 +2,12 @@
 
 #include "idempotence.hpp"
 #include "ownership.hpp"
+#include "peers.hpp"
 #include "routing.hpp"
 #include "txn/abort_index.hpp"
 #include "txn/control_batch.hpp"
 
+#include <skiff/cluster/assignment.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/runtime/timer.hpp>
 
@@ -27,13 +29,50 @@ runtime::task<result<std::int64_t, std::string>> allocate_on_core0(shard* sh) {
     co_return *id;
 }
 
+// Cluster mode: the partition's owner is another broker; it appends the marker (WriteTxnMarkers).
+runtime::task<result<void, std::string>> marker_to_peer(shard* sh, std::int32_t broker, txn::topic_partition tp,
+                                                        std::int64_t pid, std::int16_t epoch, bool commit) {
+    kafka::WriteTxnMarkersRequest req;
+    kafka::WriteTxnMarkersRequest::WritableTxnMarker m;
+    m.producer_id = pid;
+    m.producer_epoch = epoch;
+    m.transaction_result = commit;
+    m.coordinator_epoch = 0;
+    kafka::WriteTxnMarkersRequest::WritableTxnMarkerTopic t;
+    t.name = tp.first;
+    t.partition_indexes.push_back(tp.second);
+    m.topics.push_back(std::move(t));
+    req.markers.push_back(std::move(m));
+    auto r = co_await send_to_peer(*sh, broker, std::move(req));
+    if (!r) co_return failure{r.error()};
+    for (const auto& mr : r->markers)
+        for (const auto& tr : mr.topics)
+            for (const auto& pr : tr.partitions) {
+                if (tr.name != tp.first || pr.partition_index != tp.second) continue;
+                if (pr.error_code == kerr::none) co_return ok();
+                co_return failure{fmt::format("{}/{}: broker {} answered {}", tp.first, tp.second, broker,
+                                              kafka::name(pr.error_code))};
+            }
+    co_return failure{fmt::format("{}/{}: broker {} did not answer for the partition", tp.first, tp.second, broker)};
+}
+
 runtime::task<result<void, std::string>> marker_from(shard* sh, txn::topic_partition tp, std::int64_t pid,
                                                      std::int16_t epoch, bool commit) {
+    if (sh->cfg().clustered()) {
+        // The owner the view shows; a stale view costs a NOT_LEADER answer and a retry.
+        const cluster::view* v = sh->cview.get();
+        const cluster::owner* o = v ? v->owner_of(tp.first, tp.second) : nullptr;
+        if (!o) co_return failure{fmt::format("{}/{}: no broker owns it now", tp.first, tp.second)};
+        if (o->broker != sh->cfg().node_id)
+            co_return co_await marker_to_peer(sh, o->broker, std::move(tp), pid, epoch, commit);
+    }
     const std::string* topic = &tp.first;
     const std::int32_t partition = tp.second;
-    co_return co_await on_partition_owner(*sh, tp.first, partition, [topic, partition, pid, epoch, commit](shard& o) {
+    auto r = co_await on_partition_owner(*sh, tp.first, partition, [topic, partition, pid, epoch, commit](shard& o) {
         return write_marker(o, *topic, partition, pid, epoch, commit);
     });
+    if (!r) co_return failure{std::move(r.error().message)};
+    co_return ok();
 }
 
 runtime::task<kafka::error_code> commit_on_group_core(
@@ -93,28 +132,48 @@ runtime::task<std::string> load_txns(shard* sh) {
     co_return "cannot load the transaction coordinator's state: " + last;
 }
 
-runtime::task<result<void, std::string>> write_marker(shard& sh, std::string topic, std::int32_t partition,
+runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot) {
+    auto tc = make_txn_coordinator(*sh);
+    std::string last;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+        if (attempt) (void)co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));
+        auto r = co_await tc->load([slot](std::string_view id) { return cluster::group_slot(id) == slot; });
+        if (r) co_return tc;
+        last = r.error().message;
+        log::warn("group slot {}: loading its transactional ids (attempt {}): {}", slot, attempt + 1, last);
+    }
+    log::error("group slot {}: cannot load its transactional ids: {}; not coordinating them", slot, last);
+    co_await tc->close();
+    sh->retired_txns.push_back(std::move(tc));
+    co_return nullptr;
+}
+
+runtime::task<result<void, marker_error>> write_marker(shard& sh, std::string topic, std::int32_t partition,
                                                       std::int64_t producer_id, std::int16_t epoch, bool commit) {
     auto owned = co_await find_owned(sh, topic, partition);
     if (!owned.slot) {
-        co_return failure{fmt::format("{}/{}: {}", topic, partition,
-                                      owned.message.empty() ? std::string(kafka::name(owned.error)) : owned.message)};
+        co_return failure{marker_error{owned.error, fmt::format("{}/{}: {}", topic, partition,
+                                                                owned.message.empty() ? std::string(kafka::name(owned.error))
+                                                                                      : owned.message)}};
     }
     partition_slot* slot = owned.slot;
     if (!slot->producers_loaded) co_await ensure_producers_loaded(&sh, slot, topic, partition);
-    if (!may_acknowledge(sh, *slot)) co_return failure{fmt::format("{}/{}: not provably the owner", topic, partition)};
+    if (!may_acknowledge(sh, *slot))
+        co_return failure{marker_error{kerr::not_leader_or_follower, fmt::format("{}/{}: not provably the owner", topic, partition)}};
     // From this marker on, the producer's older epochs are fenced on this partition (a zombie
     // instance's late batches are refused with INVALID_PRODUCER_EPOCH).
     slot->producers.fence(producer_id, epoch);
     std::string bytes = txn::make_control_batch(producer_id, epoch, commit ? txn::marker_type::commit : txn::marker_type::abort,
                                                 0, wall_ms());
     auto view = storage::parse_batch(std::span<const char>(bytes.data(), bytes.size()), true);
-    if (!view) co_return failure{std::string("building the marker: ") + view.error().message};
+    if (!view) co_return failure{marker_error{kerr::unknown_server_error, std::string("building the marker: ") + view.error().message}};
     storage::batch_view v = *view;
     v.crc_verified = true;
     const std::span<const storage::batch_view> views(&v, 1);
     auto r = co_await slot->log->append(views, storage::ack_mode::durable, {}, sh.cfg().log.append_timeout);
-    if (!r) co_return failure{fmt::format("{}/{}: appending the marker: {}", topic, partition, r.error().message)};
+    if (!r)
+        co_return failure{marker_error{kerr::kafka_storage_error,
+                                       fmt::format("{}/{}: appending the marker: {}", topic, partition, r.error().message)}};
     v.base_offset = r->base_offset;
     slot->txns.on_batch(v);
     if (commit) co_return ok();
@@ -137,7 +196,8 @@ runtime::task<result<void, std::string>> write_marker(shard& sh, std::string top
         if (put) co_return ok();
         last_error = put.error().message;
     }
-    co_return failure{fmt::format("{}/{}: storing the abort index entry: {}", topic, partition, last_error)};
+    co_return failure{marker_error{kerr::kafka_storage_error,
+                                   fmt::format("{}/{}: storing the abort index entry: {}", topic, partition, last_error)}};
 }
 
 } // namespace skiff::broker

@@ -23,10 +23,19 @@ std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh);
 // "" on success, else why start-up must fail.
 runtime::task<std::string> load_txns(shard* sh);
 
+// Cluster mode, on the slot's core after claiming group slot `slot`: a coordinator for the ids
+// of the slot, their states loaded (retried); null when loading kept failing (logged). The
+// caller start()s it once it is sure it still owns the slot.
+runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot);
+
 // On the partition's core: appends a commit or abort marker for the producer, durably; the
 // partition's transaction state and producer table learn of it (the producer's older epochs
 // are fenced from then on).
-runtime::task<result<void, std::string>> write_marker(shard& sh, std::string topic, std::int32_t partition,
-                                                      std::int64_t producer_id, std::int16_t epoch, bool commit);
+struct marker_error {
+    kafka::error_code code = kerr::unknown_server_error; // what WriteTxnMarkers answers for it
+    std::string message;
+};
+runtime::task<result<void, marker_error>> write_marker(shard& sh, std::string topic, std::int32_t partition,
+                                                       std::int64_t producer_id, std::int16_t epoch, bool commit);
 
 } // namespace skiff::broker

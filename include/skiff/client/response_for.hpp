@@ -59,6 +59,8 @@ SKIFF_CLIENT_PAIR(DeleteAcls)
 SKIFF_CLIENT_PAIR(AlterClientQuotas)
 SKIFF_CLIENT_PAIR(DescribeCluster)
 SKIFF_CLIENT_PAIR(DescribeProducers)
+SKIFF_CLIENT_PAIR(DescribeTransactions)
+SKIFF_CLIENT_PAIR(ListTransactions)
 #undef SKIFF_CLIENT_PAIR
 
 template <typename Request>

@@ -45,9 +45,9 @@ std::string describe_cluster(const request_ctx& ctx, const kafka::DescribeCluste
 }
 
 namespace {
-// Where group `key` is coordinated: this broker when it is alone; in a cluster the broker that
-// owns the group's slot (claimed like a partition), or none while the slot moves (clients
-// retry COORDINATOR_NOT_AVAILABLE).
+// Where group (or transactional id) `key` is coordinated: this broker when it is alone; in a
+// cluster the broker that owns the key's group slot (claimed like a partition; ids hash like
+// groups), or none while the slot moves (clients retry COORDINATOR_NOT_AVAILABLE).
 kafka::FindCoordinatorResponse::Coordinator coordinator_of(const request_ctx& ctx, std::int8_t key_type,
                                                            const std::string& key) {
     kafka::FindCoordinatorResponse::Coordinator answer;
@@ -65,12 +65,6 @@ kafka::FindCoordinatorResponse::Coordinator coordinator_of(const request_ctx& ct
         if (!authorized(ctx, acl::operation::describe, acl::resource_type::transactional_id, key)) {
             answer.error_code = kerr::transactional_id_authorization_failed;
             answer.error_message = "Transactional Id authorization failed.";
-            return answer;
-        }
-        if (ctx.sh.cfg().clustered()) {
-            // Not yet: the coordinator's markers would have to reach partitions other brokers own.
-            answer.error_code = kerr::coordinator_not_available;
-            answer.error_message = "transactions are not coordinated in cluster mode yet";
             return answer;
         }
     } else if (!authorized(ctx, acl::operation::describe, acl::resource_type::group, key)) {

@@ -26,7 +26,7 @@ using kafka::api_key;
 // partition with UNSUPPORTED_FOR_MESSAGE_FORMAT): librdkafka up to at least 2.0 compresses
 // with gzip, snappy or lz4 only when the broker lists Produce v0, and otherwise silently
 // sends those batches uncompressed ("Broker does not support compression type").
-constexpr std::array<served_api, 46> apis{{
+constexpr std::array<served_api, 47> apis{{
     {api_key::produce, 0, 9},
     {api_key::fetch, 4, 12},
     {api_key::list_offsets, 1, 6},
@@ -47,6 +47,7 @@ constexpr std::array<served_api, 46> apis{{
     {api_key::add_partitions_to_txn, 0, 3},
     {api_key::add_offsets_to_txn, 0, 3},
     {api_key::end_txn, 0, 3},
+    {api_key::write_txn_markers, 0, 1},
     {api_key::txn_offset_commit, 0, 3},
     {api_key::describe_transactions, 0, 0},
     {api_key::list_transactions, 0, 0},
@@ -550,6 +551,10 @@ runtime::task<std::optional<std::string>> handle_request(shard& sh, const conn_i
     case api_key::end_txn: {
         auto req = decode_body<kafka::EndTxnRequest>(body, version);
         co_return co_await handle_end_txn(ctx, std::move(req));
+    }
+    case api_key::write_txn_markers: {
+        auto req = decode_body<kafka::WriteTxnMarkersRequest>(body, version);
+        co_return co_await handle_write_txn_markers(ctx, std::move(req));
     }
     case api_key::txn_offset_commit: {
         auto req = decode_body<kafka::TxnOffsetCommitRequest>(body, version);

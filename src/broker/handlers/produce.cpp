@@ -4,10 +4,13 @@
 #include "../idempotence.hpp"
 #include "../produce_validation.hpp"
 #include "../ownership.hpp"
+#include "../peers.hpp"
 #include "../routing.hpp"
 #include "../transactions.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/cluster/assignment.hpp>
+#include <skiff/core/log.hpp>
 #include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/when_all.hpp>
 
@@ -160,6 +163,62 @@ std::int64_t wall_ms() {
         .count();
 }
 
+
+// One partition of a transactional Produce to verify (KIP-890's check).
+struct txn_check {
+    txn::topic_partition tp;
+    std::int64_t pid;
+    std::int16_t epoch;
+};
+
+// Cluster mode: the broker coordinating `id` when it is another one, else -1 (this broker,
+// or nobody: the local check then answers).
+std::int32_t remote_txn_coordinator(const shard& sh, std::string_view id) {
+    if (!sh.cfg().clustered()) return -1;
+    const cluster::view* v = sh.cview.get();
+    const cluster::owner* o = v ? v->owner_of(cluster::groups_topic, cluster::group_slot(id)) : nullptr;
+    if (!o || o->broker == sh.cfg().node_id) return -1;
+    return o->broker;
+}
+
+// The check at a coordinator on another broker, through DescribeTransactions (the state, the
+// producer and the partitions of the id's transaction): one round trip per request. An
+// unreachable coordinator is NOT_ENOUGH_REPLICAS, which producers retry.
+runtime::task<std::vector<kafka::error_code>> verify_at_peer(shard& sh, std::int32_t broker, std::string id,
+                                                              std::vector<txn_check> checks) {
+    kafka::DescribeTransactionsRequest req;
+    req.transactional_ids.push_back(id);
+    auto r = co_await send_to_peer(sh, broker, std::move(req));
+    std::vector<kafka::error_code> out(checks.size(), kerr::not_enough_replicas);
+    if (!r || r->transaction_states.size() != 1) {
+        if (!r) log::warn("verifying a transactional produce of '{}' at broker {}: {}", id, broker, r.error());
+        co_return out;
+    }
+    const auto& st = r->transaction_states.front();
+    for (std::size_t i = 0; i < checks.size(); ++i) {
+        const auto& c = checks[i];
+        if (st.error_code == kerr::not_coordinator || st.error_code == kerr::coordinator_load_in_progress ||
+            st.error_code == kerr::coordinator_not_available) {
+            continue; // moving: retriable
+        }
+        if (st.error_code == kerr::transactional_id_not_found || st.producer_id != c.pid) {
+            out[i] = kerr::invalid_producer_id_mapping;
+        } else if (st.producer_epoch != c.epoch) {
+            out[i] = kerr::invalid_producer_epoch;
+        } else if (st.error_code != kerr::none) {
+            out[i] = st.error_code;
+        } else {
+            bool listed = false;
+            for (const auto& t : st.topic_partitions) {
+                if (t.name != c.tp.first) continue;
+                for (auto p : t.partition_indexes) listed = listed || p == c.tp.second;
+            }
+            out[i] = st.transaction_state == "Ongoing" && listed ? kerr::none : kerr::invalid_txn_state;
+        }
+    }
+    co_return out;
+}
+
 } // namespace
 
 runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest req, bool authorized_txn) {
@@ -242,28 +301,30 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
     // still issue their appends in order.
     std::vector<kafka::error_code> refused(issued.size(), kerr::none);
     if (req.transactional_id && !issued.empty()) {
-        struct check {
-            txn::topic_partition tp;
-            std::int64_t pid;
-            std::int16_t epoch;
-        };
-        std::vector<check> checks;
+        std::vector<txn_check> checks;
         for (std::size_t i = 0; i < issued.size(); ++i) {
             const auto& b = batches[i].view;
-            checks.push_back(check{{req.topic_data[issued[i].topic].name,
+            checks.push_back(txn_check{{req.topic_data[issued[i].topic].name,
                                     req.topic_data[issued[i].topic].partition_data[issued[i].partition].index},
                                    b.producer_id, b.producer_epoch});
         }
         const std::string* tid = &*req.transactional_id;
         const auto* cp = &checks;
-        refused = co_await on_core(sh, txn_owner(*tid, sh.shared->cores), [tid, cp](shard& o) {
-            std::vector<kafka::error_code> out;
-            for (const auto& c : *cp) {
-                out.push_back(o.txns ? o.txns->verify_produce(*tid, c.pid, c.epoch, c.tp, false)
-                                     : kerr::coordinator_not_available);
-            }
-            return out;
-        });
+        const std::int32_t remote = remote_txn_coordinator(sh, *tid);
+        if (remote >= 0) {
+            refused = co_await verify_at_peer(sh, remote, *tid, checks);
+        } else {
+            refused = co_await on_core(sh, txn_owner(*tid, sh.shared->cores), [tid, cp](shard& o) {
+                std::vector<kafka::error_code> out;
+                auto* c = txn_coordinator_for(o, *tid);
+                for (const auto& ch : *cp) {
+                    // No coordinator here (cluster mode, the slot moving): retriable, as in
+                    // Kafka, whose verification answers NOT_ENOUGH_REPLICAS then.
+                    out.push_back(c ? c->verify_produce(*tid, ch.pid, ch.epoch, ch.tp, false) : kerr::not_enough_replicas);
+                }
+                return out;
+            });
+        }
     }
     std::vector<std::size_t> worked; // index into issued of each task in `work`
     for (std::size_t i = 0; i < issued.size(); ++i) {

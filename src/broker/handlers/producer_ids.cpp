@@ -27,12 +27,13 @@ runtime::task<std::string> handle_init_producer_id(request_ctx ctx, kafka::InitP
         const bool fenced_known = ctx.version >= fenced_since;
         auto got = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores),
                                     [&](shard& o) -> runtime::task<txn::coordinator::init_result> {
-                                        if (!o.txns) {
+                                        auto* c = txn_coordinator_for(o, id);
+                                        if (!c) {
                                             txn::coordinator::init_result none;
-                                            none.error = kerr::coordinator_not_available;
+                                            none.error = txn_coordinator_missing(o, id);
                                             co_return none;
                                         }
-                                        co_return co_await o.txns->init_producer_id(
+                                        co_return co_await c->init_producer_id(
                                             id, req.transaction_timeout_ms, req.producer_id, req.producer_epoch,
                                             fenced_known);
                                     });

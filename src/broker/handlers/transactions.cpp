@@ -20,8 +20,6 @@ constexpr std::int16_t add_offsets_fenced_since = 2;
 constexpr std::int16_t end_txn_fenced_since = 2;
 constexpr std::int16_t txn_offset_commit_fenced_since = 3;
 
-// The coordinator on this core, or null (cluster mode does not coordinate transactions yet).
-txn::coordinator* coordinator_here(shard& o) { return o.txns.get(); }
 
 bool may_write_txn(const request_ctx& ctx, const std::string& id) {
     return authorized(ctx, acl::operation::write, acl::resource_type::transactional_id, id);
@@ -66,8 +64,8 @@ runtime::task<std::string> handle_add_partitions_to_txn(request_ctx ctx, kafka::
     if (code == kerr::none) {
         const bool fenced_known = ctx.version >= add_partitions_fenced_since;
         code = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores), [&](shard& o) -> runtime::task<kafka::error_code> {
-            auto* c = coordinator_here(o);
-            if (!c) co_return kerr::coordinator_not_available;
+            auto* c = txn_coordinator_for(o, id);
+            if (!c) co_return txn_coordinator_missing(o, id);
             co_return co_await c->add_partitions(id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch,
                                                  std::move(parts), fenced_known);
         });
@@ -89,12 +87,17 @@ runtime::task<std::string> handle_add_offsets_to_txn(request_ctx ctx, kafka::Add
         r.error_code = kerr::group_authorization_failed;
     } else if (req.group_id.empty()) {
         r.error_code = kerr::invalid_group_id;
+    } else if (ctx.sh.cfg().clustered()) {
+        // Not yet in cluster mode: the group's offsets would be committed by another broker
+        // than the transaction's coordinator, which has no path to it (docs/transactions.md,
+        // "Cluster mode"). Refused before anything is added, so the producer can abort cleanly.
+        r.error_code = kerr::invalid_request;
     } else {
         const bool fenced_known = ctx.version >= add_offsets_fenced_since;
         r.error_code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
                                         [&](shard& o) -> runtime::task<kafka::error_code> {
-                                            auto* c = coordinator_here(o);
-                                            if (!c) co_return kerr::coordinator_not_available;
+                                            auto* c = txn_coordinator_for(o, req.transactional_id);
+                                            if (!c) co_return txn_coordinator_missing(o, req.transactional_id);
                                             co_return co_await c->add_offsets(req.transactional_id, req.producer_id,
                                                                               req.producer_epoch, req.group_id, fenced_known);
                                         });
@@ -161,8 +164,8 @@ runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnO
         const bool fenced_known = ctx.version >= txn_offset_commit_fenced_since;
         const auto code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
                                            [&](shard& o) -> runtime::task<kafka::error_code> {
-                                               auto* c = coordinator_here(o);
-                                               if (!c) co_return kerr::coordinator_not_available;
+                                               auto* c = txn_coordinator_for(o, req.transactional_id);
+                                               if (!c) co_return txn_coordinator_missing(o, req.transactional_id);
                                                co_return co_await c->txn_offset_commit(
                                                    req.transactional_id, req.producer_id, req.producer_epoch,
                                                    req.group_id, std::move(offsets), fenced_known);
@@ -184,8 +187,8 @@ runtime::task<std::string> handle_end_txn(request_ctx ctx, kafka::EndTxnRequest 
         const bool fenced_known = ctx.version >= end_txn_fenced_since;
         r.error_code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
                                         [&](shard& o) -> runtime::task<kafka::error_code> {
-                                            auto* c = coordinator_here(o);
-                                            if (!c) co_return kerr::coordinator_not_available;
+                                            auto* c = txn_coordinator_for(o, req.transactional_id);
+                                            if (!c) co_return txn_coordinator_missing(o, req.transactional_id);
                                             co_return co_await c->end_txn(req.transactional_id, req.producer_id,
                                                                           req.producer_epoch, req.committed, fenced_known);
                                         });
@@ -195,9 +198,12 @@ runtime::task<std::string> handle_end_txn(request_ctx ctx, kafka::EndTxnRequest 
 
 namespace {
 std::vector<txn::txn_metadata> list_on(shard& o, const std::set<std::string>* states, const std::set<std::int64_t>* pids) {
-    auto* c = coordinator_here(o);
-    if (!c) return {};
-    return c->list(*states, *pids);
+    std::vector<txn::txn_metadata> out;
+    for (auto* c : txn_coordinators_of(o)) {
+        auto l = c->list(*states, *pids);
+        out.insert(out.end(), std::make_move_iterator(l.begin()), std::make_move_iterator(l.end()));
+    }
+    return out;
 }
 } // namespace
 
@@ -211,7 +217,8 @@ runtime::task<std::string> handle_list_transactions(request_ctx ctx, kafka::List
     for (unsigned c = 0; c < ctx.sh.shared->cores; ++c)
         per_core.push_back(on_core(ctx.sh, c, [sp, pp](shard& o) { return list_on(o, sp, pp); }));
     auto got = co_await runtime::when_all(std::move(per_core));
-    if (ctx.sh.cfg().clustered()) r.error_code = kerr::coordinator_not_available;
+    // Cluster mode: like Kafka, each broker lists the ids it coordinates (admin clients ask
+    // every broker and merge).
     for (auto& list : got) {
         for (auto& m : list) {
             // Kafka lists only the ids the principal may describe.
@@ -227,10 +234,14 @@ runtime::task<std::string> handle_list_transactions(request_ctx ctx, kafka::List
 }
 
 namespace {
-std::optional<txn::txn_metadata> describe_on(shard& o, const std::string* id) {
-    auto* c = coordinator_here(o);
-    if (!c) return std::nullopt;
-    return c->describe(*id);
+struct described {
+    kafka::error_code error = kerr::none;
+    std::optional<txn::txn_metadata> m;
+};
+described describe_on(shard& o, const std::string* id) {
+    auto* c = txn_coordinator_for(o, *id);
+    if (!c) return {txn_coordinator_missing(o, *id), std::nullopt};
+    return {kerr::none, c->describe(*id)};
 }
 } // namespace
 
@@ -248,9 +259,10 @@ runtime::task<std::string> handle_describe_transactions(request_ctx ctx, kafka::
             continue;
         }
         const std::string* ip = &id;
-        auto m = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores), [ip](shard& o) { return describe_on(o, ip); });
-        if (ctx.sh.cfg().clustered()) {
-            s.error_code = kerr::coordinator_not_available;
+        auto d = co_await on_core(ctx.sh, txn_owner(id, ctx.sh.shared->cores), [ip](shard& o) { return describe_on(o, ip); });
+        const auto& m = d.m;
+        if (d.error != kerr::none) {
+            s.error_code = d.error;
         } else if (!m) {
             s.error_code = kerr::transactional_id_not_found;
         } else {
@@ -269,6 +281,60 @@ runtime::task<std::string> handle_describe_transactions(request_ctx ctx, kafka::
             }
         }
         r.transaction_states.push_back(std::move(s));
+    }
+    co_return respond(r, ctx);
+}
+
+// WriteTxnMarkers (API 27), between brokers: a transaction's coordinator asks the partition's
+// owner to append the marker (Kafka's TransactionMarkerChannelManager sends the same). Needs
+// CLUSTER_ACTION on the cluster, as in Kafka. Per partition: NONE once the marker is durable,
+// NOT_LEADER_OR_FOLLOWER when this broker does not own it (the coordinator retries at the
+// owner its view shows), UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR.
+runtime::task<std::string> handle_write_txn_markers(request_ctx ctx, kafka::WriteTxnMarkersRequest req) {
+    kafka::WriteTxnMarkersResponse r;
+    const bool allowed = authorized_cluster(ctx, acl::operation::cluster_action);
+    std::vector<runtime::task<result<void, marker_error>>> work;
+    std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> where; // marker, topic, partition
+    for (std::size_t mi = 0; mi < req.markers.size(); ++mi) {
+        const auto& m = req.markers[mi];
+        kafka::WriteTxnMarkersResponse::WritableTxnMarkerResult mr;
+        mr.producer_id = m.producer_id;
+        for (std::size_t ti = 0; ti < m.topics.size(); ++ti) {
+            const auto& t = m.topics[ti];
+            kafka::WriteTxnMarkersResponse::WritableTxnMarkerTopicResult tr;
+            tr.name = t.name;
+            const topic_info* info = ctx.sh.cat->find(t.name);
+            for (std::size_t pi = 0; pi < t.partition_indexes.size(); ++pi) {
+                const std::int32_t p = t.partition_indexes[pi];
+                kafka::WriteTxnMarkersResponse::WritableTxnMarkerPartitionResult pr;
+                pr.partition_index = p;
+                if (!allowed) {
+                    pr.error_code = kerr::cluster_authorization_failed;
+                } else if (!info || p < 0 || p >= info->partitions) {
+                    pr.error_code = kerr::unknown_topic_or_partition;
+                } else if (m.producer_id < 0 || m.producer_epoch < 0) {
+                    pr.error_code = kerr::invalid_producer_epoch;
+                } else {
+                    const std::string* topic = &t.name;
+                    const std::int64_t pid = m.producer_id;
+                    const std::int16_t epoch = m.producer_epoch;
+                    const bool commit = m.transaction_result;
+                    work.push_back(on_partition_owner(ctx.sh, t.name, p, [topic, p, pid, epoch, commit](shard& o) {
+                        return write_marker(o, *topic, p, pid, epoch, commit);
+                    }));
+                    where.emplace_back(mi, ti, pi);
+                }
+                tr.partitions.push_back(pr);
+            }
+            mr.topics.push_back(std::move(tr));
+        }
+        r.markers.push_back(std::move(mr));
+    }
+    auto done = co_await runtime::when_all(std::move(work));
+    for (std::size_t k = 0; k < done.size(); ++k) {
+        auto [mi, ti, pi] = where[k];
+        auto& pr = r.markers[mi].topics[ti].partitions[pi];
+        pr.error_code = done[k] ? kerr::none : done[k].error().code;
     }
     co_return respond(r, ctx);
 }

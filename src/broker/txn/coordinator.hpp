@@ -81,6 +81,21 @@ struct coordinator_stats {
     std::uint64_t state_writes = 0;
     std::uint64_t state_write_failures = 0;
     std::uint64_t marker_retries = 0;
+
+    // Sums (a broker's coordinators, one per served slot in cluster mode).
+    coordinator_stats& operator+=(const coordinator_stats& o) noexcept {
+        ids += o.ids;
+        open += o.open;
+        committed += o.committed;
+        aborted += o.aborted;
+        timed_out += o.timed_out;
+        fenced += o.fenced;
+        expired += o.expired;
+        state_writes += o.state_writes;
+        state_write_failures += o.state_write_failures;
+        marker_retries += o.marker_retries;
+        return *this;
+    }
 };
 
 class coordinator {
