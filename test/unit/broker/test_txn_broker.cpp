@@ -6,6 +6,7 @@
 #include "fake_shard.hpp"
 #include "run_task.hpp"
 
+#include "../../../src/broker/handlers.hpp"
 #include "../../../src/broker/transactions.hpp"
 #include "../../../src/broker/txn/abort_index.hpp"
 
@@ -66,7 +67,96 @@ runtime::task<kafka::error_code> produce_txn(fake_shard& f, std::string id, std:
     co_return r.responses.at(0).partition_responses.at(0).error_code;
 }
 
+// Decodes a handler's framed answer (size prefix, response header, body).
+template <typename Resp>
+Resp decode_answer(const std::string& frame, std::int16_t version) {
+    const auto header_version = kafka::response_header_version(static_cast<std::int16_t>(Resp::api), version);
+    auto parsed = kafka::parse_response_header(std::span<const char>(frame).subspan(kafka::size_prefix_bytes),
+                                               header_version);
+    REQUIRE(parsed);
+    kafka::reader rd(parsed->body);
+    auto r = Resp::decode(rd, version);
+    REQUIRE(r);
+    return std::move(*r);
+}
+
+// WriteTxnMarkers for producer `pid` at `epoch`: topic -> partitions.
+kafka::WriteTxnMarkersRequest markers_request(std::int64_t pid, std::int16_t epoch, bool commit,
+                                              const std::vector<std::pair<std::string, std::int32_t>>& tps) {
+    kafka::WriteTxnMarkersRequest req;
+    kafka::WriteTxnMarkersRequest::WritableTxnMarker m;
+    m.producer_id = pid;
+    m.producer_epoch = epoch;
+    m.transaction_result = commit;
+    for (auto& [t, p] : tps) {
+        kafka::WriteTxnMarkersRequest::WritableTxnMarkerTopic mt;
+        mt.name = t;
+        mt.partition_indexes.push_back(p);
+        m.topics.push_back(std::move(mt));
+    }
+    req.markers.push_back(std::move(m));
+    return req;
+}
+
 } // namespace
+
+TEST_CASE("WriteTxnMarkers: the marker another broker's coordinator asks for closes the transaction here",
+          "[txn][broker]") {
+    auto t = []() -> runtime::task<void> {
+        fake_shard f({{"out", 1}});
+        f.sh.txns = make_txn_coordinator(f.sh);
+        const std::string id = "remote-coordinated";
+        auto init = co_await f.sh.txns->init_producer_id(id, 10000, -1, -1, true);
+        REQUIRE(init.error == kerr::none);
+        const std::int64_t pid = init.producer_id;
+        std::vector<txn::topic_partition> tps{{"out", 0}};
+        auto add = co_await f.sh.txns->add_partitions(id, pid, 0, tps, true);
+        REQUIRE(add == kerr::none);
+        auto p1 = co_await produce_txn(f, id, records_of(0, 3, pid, 0, true));
+        REQUIRE(p1 == kerr::none);
+        auto open = co_await fetch(f.sh, committed_fetch(0, 1));
+        CHECK(open.responses.at(0).partitions.at(0).last_stable_offset == 0);
+
+        conn_info ci;
+        for (std::int16_t v : {std::int16_t{0}, std::int16_t{1}}) {
+            request_ctx ctx{f.sh, ci, v, 9, "test"};
+            // An unknown topic and a negative epoch answer for themselves; nothing is appended.
+            auto bad_req = markers_request(pid, 0, true, {{"nope", 0}, {"out", 7}});
+            auto bad_frame = co_await handle_write_txn_markers(ctx, std::move(bad_req));
+            auto bad = decode_answer<kafka::WriteTxnMarkersResponse>(bad_frame, v);
+            REQUIRE(bad.markers.size() == 1);
+            REQUIRE(bad.markers[0].topics.size() == 2);
+            CHECK(bad.markers[0].producer_id == pid);
+            CHECK(bad.markers[0].topics[0].partitions.at(0).error_code == kerr::unknown_topic_or_partition);
+            CHECK(bad.markers[0].topics[1].partitions.at(0).error_code == kerr::unknown_topic_or_partition);
+            auto neg_req = markers_request(pid, -1, true, {{"out", 0}});
+            auto neg_frame = co_await handle_write_txn_markers(ctx, std::move(neg_req));
+            auto neg = decode_answer<kafka::WriteTxnMarkersResponse>(neg_frame, v);
+            CHECK(neg.markers.at(0).topics.at(0).partitions.at(0).error_code == kerr::invalid_producer_epoch);
+        }
+        auto still = co_await fetch(f.sh, committed_fetch(0, 1));
+        CHECK(still.responses.at(0).partitions.at(0).last_stable_offset == 0);
+        CHECK(still.responses.at(0).partitions.at(0).high_watermark == 3);
+
+        request_ctx ctx{f.sh, ci, 1, 10, "test"};
+        auto ok_req = markers_request(pid, 0, true, {{"out", 0}});
+        auto ok_frame = co_await handle_write_txn_markers(ctx, std::move(ok_req));
+        auto ok = decode_answer<kafka::WriteTxnMarkersResponse>(ok_frame, 1);
+        CHECK(ok.markers.at(0).topics.at(0).name == "out");
+        CHECK(ok.markers.at(0).topics.at(0).partitions.at(0).error_code == kerr::none);
+        // The commit marker is at offset 3; the transaction is stable and committed.
+        auto after = co_await fetch(f.sh, committed_fetch(0, 1));
+        const auto& pd = after.responses.at(0).partitions.at(0);
+        CHECK(pd.high_watermark == 4);
+        CHECK(pd.last_stable_offset == 4);
+        using B = std::vector<std::pair<std::int64_t, bool>>;
+        CHECK(batches_of(after) == B{{0, false}, {3, true}});
+        CHECK(aborted_of(after).empty());
+        co_await f.sh.txns->close();
+        co_await f.close();
+    };
+    runtime::run_task(t());
+}
 
 TEST_CASE("transactions through the broker: LSO, read_committed fetch, abort index across a restart",
           "[txn][broker]") {
