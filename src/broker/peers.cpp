@@ -1,5 +1,7 @@
 #include "peers.hpp"
 
+#include <skiff/cluster/assignment.hpp>
+
 #include <fmt/format.h>
 
 namespace skiff::broker {
@@ -13,13 +15,23 @@ result<std::string, std::string> peer_address(const cluster::member& m) {
 }
 } // namespace
 
-runtime::task<result<client::connection*, std::string>> peer_connection(shard& sh, std::int32_t id) {
+std::int32_t remote_slot_owner(const shard& sh, std::int32_t slot) {
+    if (!sh.cfg().clustered()) return -1;
+    const cluster::view* v = sh.cview.get();
+    const cluster::owner* o = v ? v->owner_of(cluster::groups_topic, slot) : nullptr;
+    if (!o || o->broker == sh.cfg().node_id) return -1;
+    return o->broker;
+}
+
+runtime::task<result<client::connection*, std::string>> peer_connection(shard& sh, std::int32_t id,
+                                                                       std::string_view client_id) {
     const cluster::view* v = sh.cview.get();
     const cluster::member* m = v ? v->find_member(id) : nullptr;
     if (!m) co_return failure{fmt::format("broker {} is not a live member", id)};
     auto address = peer_address(*m);
     if (!address) co_return failure{address.error()};
-    auto it = sh.peers.find(*address);
+    const std::string key = fmt::format("{} {}", *address, client_id);
+    auto it = sh.peers.find(key);
     if (it != sh.peers.end() && it->second->is_open()) co_return it->second.get();
     if (it != sh.peers.end()) {
         // Broken: closed here (its reader must finish before it is destroyed).
@@ -28,12 +40,12 @@ runtime::task<result<client::connection*, std::string>> peer_connection(shard& s
         co_await old->close();
     }
     client::connection_options opts;
-    opts.client_id = fmt::format("skiff-broker-{}", sh.cfg().node_id);
+    opts.client_id = std::string(client_id);
     opts.connect_timeout = std::chrono::seconds(5);
     auto c = co_await client::connection::open(*address, opts, sh.stop.get_token());
     if (!c) co_return failure{fmt::format("broker {}: {}", id, c.error().message)};
     // Another request of this core may have opened one meanwhile: keep the first.
-    auto [slot, fresh] = sh.peers.try_emplace(*address, nullptr);
+    auto [slot, fresh] = sh.peers.try_emplace(key, nullptr);
     if (!fresh && slot->second && slot->second->is_open()) {
         co_await (*c)->close();
         co_return slot->second.get();

@@ -18,14 +18,29 @@
 
 namespace skiff::broker {
 
-// The connection to broker `id` on this core, opened if needed. Errors say why ("broker 3 is
-// not a live member", "cannot connect to 127.0.0.1:9093: connection refused").
-runtime::task<result<client::connection*, std::string>> peer_connection(shard& sh, std::int32_t id);
+// The client ids of requests between brokers. A peer answers a request with one of these
+// differently from a client's (handlers/transactions.cpp), and only for a principal with
+// CLUSTER_ACTION on the cluster, like Kafka's inter-broker APIs.
+inline constexpr std::string_view peer_client_id = "skiff-broker";
+// TxnOffsetCommit checked at the group's broker, passed on to the id's coordinator.
+inline constexpr std::string_view peer_forward_client_id = "skiff-broker-txn-forward";
+// TxnOffsetCommit of a committed transaction, applied by the group's broker.
+inline constexpr std::string_view peer_apply_client_id = "skiff-broker-txn-apply";
+
+// The connection to broker `id` on this core with `client_id`, opened if needed. Errors say
+// why ("broker 3 is not a live member", "cannot connect to 127.0.0.1:9093: connection refused").
+runtime::task<result<client::connection*, std::string>> peer_connection(shard& sh, std::int32_t id,
+                                                                       std::string_view client_id = peer_client_id);
+
+// The broker that owns `slot` of the groups topic when it is another one, else -1 (this
+// broker, or nobody now).
+std::int32_t remote_slot_owner(const shard& sh, std::int32_t slot);
 
 // Sends `req` to broker `id`; the answer, or why there is none.
 template <typename Req>
-runtime::task<result<client::response_t<Req>, std::string>> send_to_peer(shard& sh, std::int32_t id, Req req) {
-    auto c = co_await peer_connection(sh, id);
+runtime::task<result<client::response_t<Req>, std::string>> send_to_peer(shard& sh, std::int32_t id, Req req,
+                                                                          std::string_view client_id = peer_client_id) {
+    auto c = co_await peer_connection(sh, id, client_id);
     if (!c) co_return failure{c.error()};
     client::request_options o;
     o.timeout = std::chrono::seconds(10);

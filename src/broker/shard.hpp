@@ -144,7 +144,7 @@ struct shard {
     // slot coordinates both (FindCoordinator answers the same broker for key types 0 and 1).
     std::map<std::int32_t, std::unique_ptr<txn::coordinator>> slot_txns;
     std::vector<std::unique_ptr<txn::coordinator>> retired_txns;
-    // Cluster mode: connections to other brokers, by address (peers.hpp).
+    // Cluster mode: connections to other brokers, by address and client id (peers.hpp).
     std::map<std::string, std::unique_ptr<client::connection>> peers;
     txn::coordinator_stats retired_txn_stats; // counters of retired ones, so metrics never go back
     // Cluster mode: one coordinator per group slot this core serves (claimed like partitions);

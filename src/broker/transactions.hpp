@@ -31,6 +31,13 @@ runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::
 // On the partition's core: appends a commit or abort marker for the producer, durably; the
 // partition's transaction state and producer table learn of it (the producer's older epochs
 // are fenced from then on).
+// Cluster mode, at the transaction's coordinator: asks broker `broker`, which coordinates
+// `group`, to apply the offsets of a committed transaction (TxnOffsetCommit's apply form,
+// handlers/transactions.cpp). Ok once stored there.
+runtime::task<result<void, std::string>> apply_txn_offsets_at_peer(
+    shard& sh, std::int32_t broker, std::string id, std::string group,
+    std::map<std::string, std::map<std::int32_t, txn::pending_offset>> offsets);
+
 struct marker_error {
     kafka::error_code code = kerr::unknown_server_error; // what WriteTxnMarkers answers for it
     std::string message;

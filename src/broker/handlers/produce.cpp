@@ -174,11 +174,7 @@ struct txn_check {
 // Cluster mode: the broker coordinating `id` when it is another one, else -1 (this broker,
 // or nobody: the local check then answers).
 std::int32_t remote_txn_coordinator(const shard& sh, std::string_view id) {
-    if (!sh.cfg().clustered()) return -1;
-    const cluster::view* v = sh.cview.get();
-    const cluster::owner* o = v ? v->owner_of(cluster::groups_topic, cluster::group_slot(id)) : nullptr;
-    if (!o || o->broker == sh.cfg().node_id) return -1;
-    return o->broker;
+    return remote_slot_owner(sh, cluster::group_slot(id));
 }
 
 // The check at a coordinator on another broker, through DescribeTransactions (the state, the

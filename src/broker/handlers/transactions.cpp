@@ -5,9 +5,12 @@
 // and fetch.cpp. docs/transactions.md.
 #include "../handlers.hpp"
 #include "../routing.hpp"
+#include "../peers.hpp"
 #include "../transactions.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
+#include <skiff/cluster/assignment.hpp>
+#include <skiff/core/log.hpp>
 #include <skiff/runtime/when_all.hpp>
 
 namespace skiff::broker {
@@ -87,11 +90,6 @@ runtime::task<std::string> handle_add_offsets_to_txn(request_ctx ctx, kafka::Add
         r.error_code = kerr::group_authorization_failed;
     } else if (req.group_id.empty()) {
         r.error_code = kerr::invalid_group_id;
-    } else if (ctx.sh.cfg().clustered()) {
-        // Not yet in cluster mode: the group's offsets would be committed by another broker
-        // than the transaction's coordinator, which has no path to it (docs/transactions.md,
-        // "Cluster mode"). Refused before anything is added, so the producer can abort cleanly.
-        r.error_code = kerr::invalid_request;
     } else {
         const bool fenced_known = ctx.version >= add_offsets_fenced_since;
         r.error_code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
@@ -105,20 +103,104 @@ runtime::task<std::string> handle_add_offsets_to_txn(request_ctx ctx, kafka::Add
     co_return respond(r, ctx);
 }
 
+namespace {
+
+// Which broker-to-broker form a TxnOffsetCommit is (peers.hpp), by its client id; only in
+// cluster mode.
+enum class offsets_form { client, forwarded, apply };
+
+offsets_form form_of(const request_ctx& ctx) {
+    if (!ctx.sh.cfg().clustered()) return offsets_form::client;
+    if (ctx.client_id == peer_forward_client_id) return offsets_form::forwarded;
+    if (ctx.client_id == peer_apply_client_id) return offsets_form::apply;
+    return offsets_form::client;
+}
+
+// Whether this broker coordinates `group` (always on one broker). Asked on the group's core.
+runtime::task<bool> group_here(shard& sh, const std::string* group) {
+    if (!sh.cfg().clustered()) co_return true;
+    co_return co_await on_group_owner(sh, *group, [group](shard& o) {
+        return o.slot_groups.count(cluster::group_slot(*group)) > 0;
+    });
+}
+
+using offsets_map = std::map<std::string, std::map<std::int32_t, txn::pending_offset>>;
+
+kafka::TxnOffsetCommitRequest offsets_request(const std::string& id, std::int64_t pid, std::int16_t epoch,
+                                              const std::string& group, const offsets_map& offsets) {
+    kafka::TxnOffsetCommitRequest req;
+    req.transactional_id = id;
+    req.group_id = group;
+    req.producer_id = pid;
+    req.producer_epoch = epoch;
+    req.generation_id = -1; // checked already, at the group's broker
+    for (const auto& [t, parts] : offsets) {
+        kafka::TxnOffsetCommitRequest::TxnOffsetCommitRequestTopic rt;
+        rt.name = t;
+        for (const auto& [p, o] : parts) {
+            kafka::TxnOffsetCommitRequest::TxnOffsetCommitRequestPartition rp;
+            rp.partition_index = p;
+            rp.committed_offset = o.offset;
+            rp.committed_leader_epoch = o.leader_epoch;
+            rp.committed_metadata = o.metadata;
+            rt.partitions.push_back(std::move(rp));
+        }
+        req.topics.push_back(std::move(rt));
+    }
+    return req;
+}
+
+// The first error of a TxnOffsetCommit answer, NONE when every partition took its offset.
+kafka::error_code first_error(const kafka::TxnOffsetCommitResponse& r) {
+    for (const auto& t : r.topics)
+        for (const auto& p : t.partitions)
+            if (p.error_code != kerr::none) return p.error_code;
+    return kerr::none;
+}
+
+} // namespace
+
+runtime::task<result<void, std::string>> apply_txn_offsets_at_peer(shard& sh, std::int32_t broker, std::string id,
+                                                                   std::string group, offsets_map offsets) {
+    auto req = offsets_request(id, -1, -1, group, offsets);
+    auto r = co_await send_to_peer(sh, broker, std::move(req), peer_apply_client_id);
+    if (!r) co_return failure{r.error()};
+    if (auto code = first_error(*r); code != kerr::none)
+        co_return failure{fmt::format("group '{}' at broker {}: {}", group, broker, kafka::name(code))};
+    co_return ok();
+}
+
+// TxnOffsetCommit. From a client it goes to the group's coordinator (Kafka's rule), which
+// checks the consumer's group metadata (KIP-447) and hands the offsets to the transaction's
+// coordinator, which keeps them in the transaction's state until EndTxn. In cluster mode those
+// two may be different brokers: the group's broker then passes the request on (the forwarded
+// form), and at commit the coordinator asks the group's broker to apply the offsets (the apply
+// form). docs/transactions.md, "Cluster mode".
 runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnOffsetCommitRequest req) {
     kafka::TxnOffsetCommitResponse r;
+    const offsets_form form = form_of(ctx);
     kafka::error_code blanket = kerr::none;
-    if (!may_write_txn(ctx, req.transactional_id)) blanket = kerr::transactional_id_authorization_failed;
-    else if (!authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id))
+    if (form != offsets_form::client) {
+        // The client's rights were checked by the broker it reached.
+        if (!authorized_cluster(ctx, acl::operation::cluster_action)) blanket = kerr::cluster_authorization_failed;
+    } else if (!may_write_txn(ctx, req.transactional_id)) {
+        blanket = kerr::transactional_id_authorization_failed;
+    } else if (!authorized(ctx, acl::operation::read, acl::resource_type::group, req.group_id)) {
         blanket = kerr::group_authorization_failed;
-    else if (req.group_id.empty()) blanket = kerr::invalid_group_id;
-    std::map<std::string, std::map<std::int32_t, txn::pending_offset>> offsets;
+    }
+    if (blanket == kerr::none && req.group_id.empty()) blanket = kerr::invalid_group_id;
+    // The group's coordinator answers for it: a client's request and an apply elsewhere are
+    // NOT_COORDINATOR, which sends the client to look the group's coordinator up again.
+    if (blanket == kerr::none && form != offsets_form::forwarded && !co_await group_here(ctx.sh, &req.group_id))
+        blanket = kerr::not_coordinator;
+    offsets_map offsets;
     const std::size_t max_md = 4096; // Kafka's offset.metadata.max.bytes, as OffsetCommit
     for (auto& t : req.topics) {
         kafka::TxnOffsetCommitResponse::TxnOffsetCommitResponseTopic tr;
         tr.name = t.name;
         const topic_info* info = ctx.sh.cat->find(t.name);
-        const bool topic_ok = authorized(ctx, acl::operation::read, acl::resource_type::topic, t.name);
+        const bool topic_ok =
+            form != offsets_form::client || authorized(ctx, acl::operation::read, acl::resource_type::topic, t.name);
         for (auto& p : t.partitions) {
             kafka::TxnOffsetCommitResponse::TxnOffsetCommitResponsePartition pr;
             pr.partition_index = p.partition_index;
@@ -143,9 +225,26 @@ runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnO
         }
         r.topics.push_back(std::move(tr));
     }
+    auto set_all = [&r](kafka::error_code code) {
+        for (auto& tr : r.topics)
+            for (auto& pr : tr.partitions)
+                if (pr.error_code == kerr::none) pr.error_code = code;
+    };
+    if (!offsets.empty() && form == offsets_form::apply) {
+        const std::string* g = &req.group_id;
+        auto* e = &offsets;
+        const auto code = co_await on_group_owner(ctx.sh, req.group_id, [g, e](shard& o) -> runtime::task<kafka::error_code> {
+            std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries;
+            for (auto& [t, parts] : *e)
+                for (auto& [p, off] : parts) entries[t][p] = {off.offset, off.leader_epoch, off.metadata};
+            co_return co_await coordinator_for(o, *g).commit_txn_offsets(*g, std::move(entries));
+        });
+        set_all(code);
+        co_return respond(r, ctx);
+    }
     // KIP-447 (v3+): the offsets come with the consumer's group metadata, checked against the
     // group on its core first; a zombie whose consumer was rebalanced away is refused.
-    if (!offsets.empty() && ctx.version >= 3) {
+    if (!offsets.empty() && ctx.version >= 3 && form == offsets_form::client) {
         const auto* rq = &req;
         const auto member_code = co_await on_group_owner(ctx.sh, req.group_id, [rq](shard& o) {
             return coordinator_for(o, rq->group_id)
@@ -153,29 +252,32 @@ runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnO
         });
         if (member_code != kerr::none) {
             offsets.clear();
-            for (auto& tr : r.topics) {
-                for (auto& pr : tr.partitions) {
-                    if (pr.error_code == kerr::none) pr.error_code = member_code;
-                }
-            }
+            set_all(member_code);
         }
     }
-    if (!offsets.empty()) {
-        const bool fenced_known = ctx.version >= txn_offset_commit_fenced_since;
-        const auto code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
-                                           [&](shard& o) -> runtime::task<kafka::error_code> {
-                                               auto* c = txn_coordinator_for(o, req.transactional_id);
-                                               if (!c) co_return txn_coordinator_missing(o, req.transactional_id);
-                                               co_return co_await c->txn_offset_commit(
-                                                   req.transactional_id, req.producer_id, req.producer_epoch,
-                                                   req.group_id, std::move(offsets), fenced_known);
-                                           });
-        for (auto& tr : r.topics) {
-            for (auto& pr : tr.partitions) {
-                if (pr.error_code == kerr::none) pr.error_code = code;
-            }
-        }
+    if (offsets.empty()) co_return respond(r, ctx);
+    const std::int32_t remote = form == offsets_form::client
+                                    ? remote_slot_owner(ctx.sh, cluster::group_slot(req.transactional_id))
+                                    : -1;
+    if (remote >= 0) {
+        // The transaction's coordinator is another broker: it keeps the offsets. Its answer
+        // (fenced, a wrong state, NOT_COORDINATOR while the id moves) is the client's.
+        auto fwd = offsets_request(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id, offsets);
+        auto got = co_await send_to_peer(ctx.sh, remote, std::move(fwd), peer_forward_client_id);
+        if (!got) log::warn("TxnOffsetCommit of '{}': passing it to broker {}: {}", req.transactional_id, remote, got.error());
+        set_all(got ? first_error(*got) : kerr::coordinator_not_available);
+        co_return respond(r, ctx);
     }
+    const bool fenced_known = ctx.version >= txn_offset_commit_fenced_since || form == offsets_form::forwarded;
+    const auto code = co_await on_core(ctx.sh, txn_owner(req.transactional_id, ctx.sh.shared->cores),
+                                       [&](shard& o) -> runtime::task<kafka::error_code> {
+                                           auto* c = txn_coordinator_for(o, req.transactional_id);
+                                           if (!c) co_return txn_coordinator_missing(o, req.transactional_id);
+                                           co_return co_await c->txn_offset_commit(
+                                               req.transactional_id, req.producer_id, req.producer_epoch,
+                                               req.group_id, std::move(offsets), fenced_known);
+                                       });
+    set_all(code);
     co_return respond(r, ctx);
 }
 
