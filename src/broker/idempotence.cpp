@@ -24,7 +24,7 @@ std::int32_t last_seq_of(const storage::batch_view& b) {
     return producer_table::next_seq(b.base_sequence, std::max(b.record_count, 1) - 1);
 }
 
-// The aborted transactions the window below does not reach, from the partition's abort
+// The aborted transactions that began before the window below, from the partition's abort
 // index (txn/abort_index.hpp): one LIST, no GET. Entries below the log start are forgotten and
 // their objects deleted (retention or DeleteRecords took the data they described).
 runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std::string& topic, std::int32_t partition,
@@ -47,7 +47,10 @@ runtime::task<void> load_abort_index(partition_slot* slot, shard* sh, const std:
             if (!t) continue;
             if (t->last_offset < log_start) {
                 stale.push_back(obj.key);
-            } else if (t->last_offset < from) {
+            } else if (t->first_offset < from) {
+                // Begun before the window: the replay cannot rebuild it, even when its marker
+                // is inside the window (the replay ignores a marker of a transaction it did not
+                // see open). Those begun inside the window the replay finds itself.
                 slot->txns.restore_aborted(*t);
                 ++restored;
             }

@@ -102,8 +102,9 @@ unsigned txn_owner(std::string_view transactional_id, unsigned cores) noexcept {
     return group_owner(transactional_id, cores);
 }
 
-std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh) {
+std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh, bool takeover) {
     txn::coordinator_config cfg;
+    cfg.keep_ongoing = takeover;
     cfg.ns = sh.cfg().ns;
     cfg.max_timeout = sh.cfg().transaction_max_timeout;
     cfg.id_expiration = sh.cfg().transactional_id_expiration;
@@ -136,7 +137,7 @@ runtime::task<std::string> load_txns(shard* sh) {
 }
 
 runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot) {
-    auto tc = make_txn_coordinator(*sh);
+    auto tc = make_txn_coordinator(*sh, true);
     std::string last;
     for (int attempt = 0; attempt < 5; ++attempt) {
         if (attempt) (void)co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));

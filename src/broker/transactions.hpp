@@ -16,7 +16,8 @@ namespace skiff::broker {
 unsigned txn_owner(std::string_view transactional_id, unsigned cores) noexcept;
 
 // This core's coordinator, its env bound to `sh` (markers and offsets routed to their cores).
-std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh);
+// `takeover`: a cluster-mode slot coordinator, which keeps ongoing transactions it loads.
+std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh, bool takeover = false);
 
 // Loads this core's transactional ids (retried like load_groups) and starts the coordinator:
 // transactions in flight at the last stop are finished or aborted in the background.

@@ -305,13 +305,17 @@ struct coordinator::impl {
         auto held = co_await e.lock.acquire(1, gate.stop_token());
         if (!held) co_return;
         const state was = e.meta.st;
-        if (was == state::ongoing) {
+        if (was == state::ongoing && cfg.keep_ongoing) {
+            log::info("transactional id '{}': taking over its open transaction (producer {} epoch {}, {} partition(s))",
+                      id, e.meta.producer_id, e.meta.producer_epoch, e.meta.partitions.size());
+        } else if (was == state::ongoing) {
             log::info("transactional id '{}': aborting the transaction that was open at the restart (producer {} epoch {})",
                       id, e.meta.producer_id, e.meta.producer_epoch);
             auto r = co_await complete(e, false, true);
             if (r == error_code::none) ++st.fenced;
         } else if (was == state::prepare_commit || was == state::prepare_abort) {
-            log::info("transactional id '{}': finishing its {} after the restart", id, state_name(was));
+            log::info("transactional id '{}': finishing its {} after the {}", id, state_name(was),
+                      cfg.keep_ongoing ? "takeover" : "restart");
             co_await complete(e, was == state::prepare_commit, false);
         }
     }

@@ -10,7 +10,7 @@
 // then never waits on CONCURRENT_TRANSACTIONS, at the cost of the markers' round trip.
 //
 // After a restart (load + start): a prepare_* state is finished, an ongoing one aborted with
-// the producer's epoch bumped (the old instance is fenced; its TxnOffsetCommit offsets were
+// the producer's epoch bumped (kept instead when the config says keep_ongoing: a takeover) (the old instance is fenced; its TxnOffsetCommit offsets were
 // stored, but its later produces could not be told apart from a new instance's). Ongoing
 // transactions older than their timeout are aborted the same way, by a timer.
 //
@@ -48,6 +48,12 @@ struct coordinator_config {
     // Kafka's transactional.id.expiration.ms: an id with no transaction open and no request for
     // this long is forgotten (its state object deleted); its next InitProducerId starts afresh.
     std::chrono::milliseconds id_expiration{604800000};
+    // What start() does with a transaction loaded Ongoing. A broker restart aborts it, with the
+    // epoch bumped: a partition rebuilds its open transactions from a window of its log only,
+    // so a long one may not be seen open (docs/transactions.md). A coordinator taking over a
+    // group slot in cluster mode keeps it, as Kafka's does when its partition moves: the
+    // producer goes on (it finds the new coordinator), and the timeout still applies.
+    bool keep_ongoing = false;
     // One state write's bound; a request whose write exceeds it is answered retriably.
     std::chrono::milliseconds write_timeout{30000};
     // Wall-clock milliseconds (null: the system clock). Tests inject one.

@@ -71,9 +71,11 @@ struct env {
         if (e->coord) co_await e->coord->close();
         co_await e->bg->close();
     }
+    bool keep_ongoing = false; // the next make() builds a takeover coordinator
     void make() {
         store = std::make_unique<memory_store>(bucket);
         coordinator_config cfg;
+        cfg.keep_ongoing = keep_ongoing;
         cfg.ns = "test";
         cfg.max_timeout = 60000ms;
         cfg.check_interval = 1000ms;
@@ -380,6 +382,71 @@ TEST_CASE("txn coordinator: a restart finishes prepared transactions and aborts 
         const std::string a40 = "open";
         auto fresh = co_await e->coord->init_producer_id(a40, 10000, -1, -1, true);
         CHECK(fresh.producer_epoch == 5);
+    }(&e));
+}
+
+TEST_CASE("txn coordinator: a takeover keeps ongoing transactions (their producer goes on), finishes prepared "
+          "ones, and still times them out",
+          "[txn][coordinator]") {
+    env e;
+    e.run([](env* e) -> task<void> {
+        txn_metadata o;
+        o.id = "moving";
+        o.producer_id = 8;
+        o.producer_epoch = 3;
+        o.st = state::ongoing;
+        o.partitions = {{"out", 0}, {"out", 1}};
+        o.groups = {"g"};
+        o.offsets["g"]["in"][2] = pending_offset{42, -1, ""};
+        o.timeout_ms = 10000;
+        o.start_ms = e->wall;
+        e->bucket->objects[txn_state_key("test", o.id)] = serialize_txn(o);
+        txn_metadata late = o;
+        late.id = "late";
+        late.producer_id = 9;
+        late.partitions = {{"out", 2}};
+        late.offsets.clear();
+        late.groups.clear();
+        late.start_ms = e->wall - 9500; // half a second left
+        e->bucket->objects[txn_state_key("test", late.id)] = serialize_txn(late);
+        txn_metadata c = o;
+        c.id = "committing";
+        c.producer_id = 7;
+        c.st = state::prepare_commit;
+        c.partitions = {{"out", 3}};
+        c.groups.clear();
+        c.offsets.clear();
+        e->bucket->objects[txn_state_key("test", c.id)] = serialize_txn(c);
+
+        e->keep_ongoing = true;
+        co_await e->restart();
+        co_await settle(200);
+        // The prepared one is finished; the ongoing ones are untouched, nobody fenced.
+        CHECK(e->stored("committing")->st == state::complete_commit);
+        CHECK(e->stored("moving")->st == state::ongoing);
+        CHECK(e->stored("moving")->producer_epoch == 3);
+        CHECK(e->markers == std::vector<marker>{{{"out", 3}, 7, 3, true}});
+        // The producer carries on at its epoch: one more partition, then its commit writes
+        // every partition's marker and applies the offsets committed before the move.
+        std::vector<topic_partition> more{{"out", 4}};
+        const std::string id = "moving";
+        auto added = co_await e->coord->add_partitions(id, 8, 3, more, true);
+        CHECK(added == error_code::none);
+        auto ended = co_await e->coord->end_txn(id, 8, 3, true, true);
+        CHECK(ended == error_code::none);
+        co_await settle(200);
+        CHECK(e->stored("moving")->st == state::complete_commit);
+        std::vector<marker> got(e->markers.begin() + 1, e->markers.end());
+        std::sort(got.begin(), got.end(), [](auto& x, auto& y) { return x.tp < y.tp; });
+        CHECK(got == std::vector<marker>{{{"out", 0}, 8, 3, true}, {{"out", 1}, 8, 3, true}, {{"out", 4}, 8, 3, true}});
+        REQUIRE(e->committed.size() == 1);
+        CHECK(e->committed[0].second.at("in").at(2).offset == 42);
+        // The timeout still applies to what was taken over.
+        e->wall += 1000;
+        e->clk->advance(1500ms);
+        co_await settle(200);
+        CHECK(e->stored("late")->st == state::complete_abort);
+        CHECK(e->stored("late")->producer_epoch == 4);
     }(&e));
 }
 
