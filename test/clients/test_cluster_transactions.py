@@ -7,10 +7,16 @@ store and a real etcd on loopback, driven by confluent-kafka and raw requests.
   - a transactional producer commits and aborts transactions over partitions led by several
     brokers (markers through WriteTxnMarkers): read_committed sees each committed record once
     and nothing aborted, read_uncommitted sees everything, one marker per transaction
-  - SIGKILL of the coordinator with a transaction open: the next slot owner aborts it with the
-    epoch bumped, the old producer cannot commit, a new instance can
+  - SIGKILL of the coordinator (also a leader of the transaction's partitions) with a
+    transaction open: the next slot owner keeps it (as Kafka does), the producer aborts it and
+    commits the next one without being fenced; restarted, the broker gets the slot and its
+    partitions back (clean hand-overs) with the id's state and the aborted ranges intact (an
+    aborted transaction whose first record is below a takeover gap and whose marker is above)
   - SIGKILL of a partition owner (not the coordinator) between produce and commit: the commit
-    succeeds (or fails abortably) and read_committed agrees with the outcome
+    succeeds (or fails abortably) and read_committed agrees with the outcome, also after the
+    owner's restart
+  - consume-transform-produce with the group and the id coordinated by different brokers: the
+    offsets pass from the group's broker to the id's and are applied at the group's on commit
   - DescribeTransactions / ListTransactions: the coordinator answers, the others NOT_COORDINATOR
 
     test_cluster_transactions.py --skiff build/src/cli/skiff [--store local|s3] [-k NAME]
@@ -75,6 +81,29 @@ def wait_rejoined(bs, b):
                       == len(bs), 30, f"broker {b.name} to rejoin")
 
 
+def topic_where(t, bs, base, ok, what):
+    """A new 6-partition topic whose leaders satisfy ok(leaders) (placement is a hash of the
+    name: a few tries); returns (topic, leaders)."""
+    for _ in range(5):
+        topic = t.topic(base)
+        create_topic(bs[0], topic, 6)
+        owners = leaders(bs[0], topic)
+        if ok(owners):
+            return topic, owners
+    raise AssertionError(f"five topics of 6 partitions, none with {what}: last leaders {owners}")
+
+
+def spread(p, topic, word, n=30):
+    """n transactional records word-0.. over the 6 partitions (i % 6), flushed and acknowledged."""
+    failed = []
+    for i in range(n):
+        p.produce(topic, key=f"{word}-{i}".encode(), value=f"{word}-{i}".encode(), partition=i % 6,
+                  on_delivery=lambda err, m: failed.append(err) if err is not None else None)
+        p.poll(0)
+    if p.flush(30) or failed:
+        raise AssertionError(f"{word}-* records not all delivered within 30 s: {failed[:3]}")
+
+
 def check_once(rc, want, what):
     """rc: the values read; want: the values expected, each exactly once."""
     got = sorted(rc)
@@ -109,11 +138,8 @@ def test_find_coordinator_same_everywhere(t):
 
 def test_commit_abort_across_brokers(t):
     e, bs = start_cluster(t)
-    topic, tid = t.topic("spread"), t.topic("spread-tx")
-    create_topic(bs[0], topic, 6)
-    owners = leaders(bs[0], topic)
-    if len(set(owners.values())) < 2:
-        raise AssertionError(f"all 6 partitions led by one broker: {owners}")
+    tid = t.topic("spread-tx")
+    topic, owners = topic_where(t, bs, "spread", lambda o: len(set(o.values())) >= 2, "two leaders")
     coord = coordinator_of(bs, tid, bs)
     t.log(f"leaders {owners}; {tid} coordinated by {coord.name}")
     p = cluster_producer(bs, tid)
@@ -157,61 +183,49 @@ def test_commit_abort_across_brokers(t):
 
 def test_coordinator_sigkill_failover(t):
     e, bs = start_cluster(t)
-    topic, tid = t.topic("cfail"), t.topic("cfail-tx")
-    create_topic(bs[0], topic, 6)
+    tid = t.topic("cfail-tx")
     coord = coordinator_of(bs, tid, bs)
+    cid = bs.index(coord) + 1
+    # The coordinator leads partitions of the transaction too: they move with the kill.
+    topic, owners = topic_where(t, bs, "cfail", lambda o: cid in o.values(), f"a partition led by {cid}")
     p1 = cluster_producer(bs, tid)
     p1.init_transactions(30)
     p1.begin_transaction()
-    produce_txn_records(p1, topic, [f"before-{i}" for i in range(30)])
+    spread(p1, topic, "before")
     p1.commit_transaction(30)
     p1.begin_transaction()
-    produce_txn_records(p1, topic, [f"open-{i}" for i in range(30)])   # acknowledged, not committed
+    spread(p1, topic, "open")   # acknowledged, not committed
     d = describe_transactions(coord, [tid])[tid]
     if d["error"] != 0 or d["state"] != "Ongoing":
         raise AssertionError(f"DescribeTransactions before the kill: {d}")
     survivors = [b for b in bs if b is not coord]
-    t.log(f"{tid} coordinated by {coord.name} (producer {d['pid']} epoch {d['epoch']}); SIGKILL it")
+    t.log(f"{tid} coordinated by {coord.name} (producer {d['pid']} epoch {d['epoch']}), leader of "
+          f"partitions {sorted(q for q, n in owners.items() if n == cid)}; SIGKILL it")
     t0 = time.monotonic()
     coord.kill()
     new = coordinator_of(bs, tid, survivors, not_node=bs.index(coord) + 1, timeout=30)
     t_moved = time.monotonic() - t0
     last = {}
 
-    def aborted():
+    def taken_over():
         last["d"] = describe_transactions(new, [tid]).get(tid)
-        return last["d"] and last["d"]["error"] == 0 and last["d"]["state"] == "CompleteAbort"
-    broker.wait_until(aborted, 30, f"{new.name} to abort the open transaction", interval=0.2,
-                      describe=lambda: last.get("d"))
-    after = last["d"]
-    t.log(f"coordinator moved to {new.name} after {t_moved:.1f} s; open transaction aborted after "
-          f"{time.monotonic() - t0:.1f} s: producer {after['pid']} epoch {after['epoch']}")
-    if after["pid"] != d["pid"] or after["epoch"] <= d["epoch"]:
-        raise AssertionError(f"after the takeover: {after}; expected producer {d['pid']} with an epoch "
-                             f"above {d['epoch']}")
+        return last["d"] and last["d"]["error"] == 0 and last["d"]
+    after = broker.wait_until(taken_over, 30, f"{new.name} to load the id", interval=0.2,
+                              describe=lambda: last.get("d"))
+    t.log(f"coordinator moved to {new.name} after {t_moved:.1f} s: {after['state']} producer {after['pid']} "
+          f"epoch {after['epoch']}")
+    # Kept, as Kafka keeps it when the coordinator moves: same producer, same epoch, still open.
+    if (after["state"], after["pid"], after["epoch"]) != ("Ongoing", d["pid"], d["epoch"]):
+        raise AssertionError(f"after the takeover: {after}; expected the open transaction kept: {d}")
 
-    deadline = time.monotonic() + 40
-    while True:
-        try:
-            p1.commit_transaction(20)
-        except KafkaException as ex:
-            err = ex.args[0]
-            if err.retriable() and not err.fatal() and not err.txn_requires_abort() \
-                    and time.monotonic() < deadline:
-                continue
-            if not (err.fatal() or err.txn_requires_abort()):
-                raise AssertionError(f"the old producer's commit failed with {err.name()}, neither "
-                                     "fatal (fenced) nor abortable")
-            t.log(f"old producer's commit: {err.name()} (fatal={err.fatal()}, "
-                  f"abortable={err.txn_requires_abort()}, fencing code={err.code() in FENCING_CODES})")
-            break
-        raise AssertionError("the old producer committed the transaction the new coordinator aborted")
-
-    p2 = cluster_producer(bs, tid)
-    p2.init_transactions(30)
-    p2.begin_transaction()
-    produce_txn_records(p2, topic, [f"after-{i}" for i in range(30)])
-    p2.commit_transaction(30)
+    # The producer goes on: it aborts its open transaction itself (the markers land on the new
+    # owners of the killed broker's partitions, above their takeover gap), then commits another.
+    t1 = time.monotonic()
+    p1.abort_transaction(60)
+    t.log(f"the old producer aborted its open transaction {time.monotonic() - t1:.1f} s after the takeover")
+    p1.begin_transaction()
+    spread(p1, topic, "after")
+    p1.commit_transaction(60)
     rc = values(read_all(survivors[0], topic, 6, "read_committed", 30))
     check_once(rc, [f"before-{i}" for i in range(30)] + [f"after-{i}" for i in range(30)],
                "read_committed after the coordinator's failover")
@@ -219,7 +233,42 @@ def test_coordinator_sigkill_failover(t):
     if sum(v.startswith("open-") for v in ru) != 30:
         raise AssertionError(f"read_uncommitted shows {sum(v.startswith('open-') for v in ru)} of the 30 "
                              "acknowledged records of the aborted transaction")
+    p2 = p1
+
+    # The restarted broker is again the slot's preferred (rendezvous) owner: the slot moves back
+    # (a clean hand-over) with the id's state, and the new instance goes on committing.
+    d2 = describe_transactions(new, [tid])[tid]
     wait_rejoined(bs, coord)
+    t1 = time.monotonic()
+    home = (0, bs.index(coord) + 1)
+    broker.wait_until(lambda: {find_txn_coordinator(b, tid)[:2] for b in bs} == {home}, 30,
+                      f"the coordination of {tid} to return to the restarted {coord.name}", interval=0.2,
+                      describe=lambda: {b.name: find_txn_coordinator(b, tid)[:2] for b in bs})
+    # COORDINATOR_LOAD_IN_PROGRESS (14) until the slot's states are loaded.
+    seen = {}
+
+    def loaded():
+        seen["d"] = describe_transactions(coord, [tid])[tid]
+        return seen["d"]["error"] != 14 and seen["d"]
+    d3 = broker.wait_until(loaded, 30, f"{coord.name} to load the id", interval=0.1, describe=lambda: seen.get("d"))
+    t.log(f"{tid} back on {coord.name} {time.monotonic() - t1:.1f} s after its restart: {d3['state']} "
+          f"producer {d3['pid']} epoch {d3['epoch']}")
+    if (d3["error"], d3["state"], d3["pid"], d3["epoch"]) != (0, "CompleteCommit", d2["pid"], d2["epoch"]):
+        raise AssertionError(f"DescribeTransactions after the slot moved back: {d3}; before: {d2}")
+    p2.begin_transaction()
+    spread(p2, topic, "again")
+    p2.commit_transaction(30)
+    ends = high_watermarks(coord, topic, 6)
+    rcp = read_all(coord, topic, 6, "read_committed", 30, ends=ends)
+    # The killed broker's partitions came back to it too (after an unclean takeover, whose new
+    # owner continued their offsets after a gap): their aborted ranges must survive the restore.
+    leaked = {q: [(o, v.decode()) for (o, _, v) in rcp[q] if v.startswith(b"open-")] for q in range(6)}
+    if any(leaked.values()):
+        raise AssertionError(f"read_committed after the killed broker's partitions moved back to it shows "
+                             f"records of the aborted transaction: { {q: v for q, v in leaked.items() if v} }; "
+                             f"leaders {leaders(coord, topic)}, high watermarks {ends}")
+    check_once(values(rcp), [f"{w}-{i}" for w in ("before", "after", "again") for i in range(30)],
+               "read_committed after the slot and the partitions moved back")
 
 
 def test_partition_owner_sigkill_before_commit(t):
@@ -227,24 +276,18 @@ def test_partition_owner_sigkill_before_commit(t):
     tid = t.topic("pfail-tx")
     coord = coordinator_of(bs, tid, bs)
     cid = bs.index(coord) + 1
-    for _ in range(4):   # a topic with partitions led by a broker other than the coordinator
-        topic = t.topic("pfail")
-        create_topic(bs[0], topic, 6)
-        owners = leaders(bs[0], topic)
-        others = [n for n in set(owners.values()) if n != cid]
-        if others:
-            break
-    else:
-        raise AssertionError(f"four topics of 6 partitions all led by the coordinator {cid}")
+    topic, owners = topic_where(t, bs, "pfail", lambda o: set(o.values()) - {cid},
+                                f"a partition led by a broker other than the coordinator {cid}")
+    others = [n for n in set(owners.values()) if n != cid]
     victim_id = max(others, key=lambda n: sum(1 for v in owners.values() if v == n))
     victim = bs[victim_id - 1]
     p = cluster_producer(bs, tid)
     p.init_transactions(30)
     p.begin_transaction()
-    produce_txn_records(p, topic, [f"before-{i}" for i in range(30)])
+    spread(p, topic, "before")
     p.commit_transaction(30)
     p.begin_transaction()
-    produce_txn_records(p, topic, [f"mid-{i}" for i in range(30)])
+    spread(p, topic, "mid")
     t.log(f"coordinator {coord.name}; SIGKILL {victim.name}, leader of partitions "
           f"{sorted(q for q, n in owners.items() if n == victim_id)}, before the commit")
     victim.kill()
@@ -269,7 +312,7 @@ def test_partition_owner_sigkill_before_commit(t):
                 t.log(f"commit: retriable {err.name()}; retrying")
     t.log(f"transaction {'committed' if committed else 'aborted'} {time.monotonic() - t0:.1f} s after the kill")
     p.begin_transaction()
-    produce_txn_records(p, topic, [f"after-{i}" for i in range(30)])
+    spread(p, topic, "after")
     p.commit_transaction(60)
     want = [f"{w}-{i}" for w in ("before", "after") + (("mid",) if committed else ()) for i in range(30)]
     check_once(values(read_all(coord, topic, 6, "read_committed", 40)), want,
@@ -278,7 +321,79 @@ def test_partition_owner_sigkill_before_commit(t):
     if sum(v.startswith("mid-") for v in ru) != 30:
         raise AssertionError(f"read_uncommitted shows {sum(v.startswith('mid-') for v in ru)} of the 30 "
                              "acknowledged records of the transaction open at the kill")
+    # Restarted, the victim gets its partitions back (clean hand-overs); transactions go on.
     wait_rejoined(bs, victim)
+    broker.wait_until(lambda: leaders(coord, topic) == owners, 30, "the partitions to return to their owners",
+                      interval=0.2, describe=lambda: leaders(coord, topic))
+    p.begin_transaction()
+    spread(p, topic, "final")
+    p.commit_transaction(30)
+    check_once(values(read_all(coord, topic, 6, "read_committed", 40)), want + [f"final-{i}" for i in range(30)],
+               "read_committed after the partitions moved back")
+
+
+def test_offsets_across_coordinators(t):
+    """send_offsets_to_transaction when the group's coordinator and the id's are different
+    brokers: TxnOffsetCommit reaches the group's broker, which passes it to the id's; the commit
+    applies the offsets at the group's broker; an aborted transaction's offsets are not applied."""
+    from ckutil import Consumer, TopicPartition  # noqa: E402
+    from test_cluster import find_coordinator  # noqa: E402
+    from test_transactions import group_consumer  # noqa: E402
+    e, bs = start_cluster(t)
+    src, dst = t.topic("ctp-in"), t.topic("ctp-out")
+    create_topic(bs[0], src, 3)
+    create_topic(bs[0], dst, 3)
+    for k in range(40):   # names hash to slots: find a pair coordinated by different brokers
+        tid, group = t.topic(f"ctp-tx{k}"), t.topic(f"ctp-g{k}")
+        txn_node = coordinator_of(bs, tid, bs[:1])
+        g_node, err = find_coordinator(bs[0], group)
+        if err == 0 and g_node != bs.index(txn_node) + 1:
+            break
+    else:
+        raise AssertionError("40 (id, group) pairs, all coordinated by one broker")
+    t.log(f"{tid} coordinated by {txn_node.name}, group {group} by broker {g_node}")
+    from confluent_kafka import Producer  # noqa: E402
+    plain = Producer({"bootstrap.servers": bootstrap(bs)})
+    for i in range(300):
+        plain.produce(src, value=b"in-%d" % i, partition=i % 3)
+    if plain.flush(30):
+        raise AssertionError("input not delivered")
+    p = cluster_producer(bs, tid)
+    p.init_transactions(30)
+    c = group_consumer(bs[0], group, **{"bootstrap.servers": bootstrap(bs)})
+    c.subscribe([src])
+    moved, rounds, aborted = 0, 0, 0
+    deadline = time.monotonic() + 60
+    while moved < 300 and time.monotonic() < deadline:
+        msgs = [m for m in c.consume(60, 1.0) if not m.error()]
+        if not msgs:
+            continue
+        p.begin_transaction()
+        for m in msgs:
+            p.produce(dst, value=m.value(), partition=m.partition())
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        rounds += 1
+        if rounds == 2:
+            # Aborted: neither its records nor its offsets count; the consumer re-reads them.
+            p.abort_transaction(30)
+            aborted += len(msgs)
+            for tp in c.committed(c.assignment(), timeout=10):
+                c.seek(TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            continue
+        p.commit_transaction(30)
+        moved += len(msgs)
+    c.close()
+    if moved != 300:
+        raise AssertionError(f"moved {moved} of 300 records in 60 s")
+    check = Consumer({"bootstrap.servers": bootstrap(bs), "group.id": group})
+    committed = {tp.partition: tp.offset for tp in check.committed([TopicPartition(src, q) for q in range(3)],
+                                                                   timeout=10)}
+    check.close()
+    if committed != {0: 100, 1: 100, 2: 100}:
+        raise AssertionError(f"the group's committed offsets: {committed}, expected 100 on each partition")
+    rc = values(read_all(bs[1], dst, 3, "read_committed", 30))
+    check_once(rc, [f"in-{i}" for i in range(300)], "read_committed of the output")
+    t.log(f"{rounds} transactions ({aborted} records in the aborted one); offsets {committed}")
 
 
 def test_describe_on_coordinator_only(t):
@@ -321,4 +436,5 @@ def test_describe_on_coordinator_only(t):
 if __name__ == "__main__":
     broker.main([(test_find_coordinator_same_everywhere, 60), (test_commit_abort_across_brokers, 120),
                  (test_coordinator_sigkill_failover, 150), (test_partition_owner_sigkill_before_commit, 150),
+                 (test_offsets_across_coordinators, 120),
                  (test_describe_on_coordinator_only, 60)])
