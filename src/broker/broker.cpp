@@ -376,8 +376,8 @@ runtime::task<void> drain_core(shard* sh) {
     if (sh->txns) co_await sh->txns->close();
     for (auto& [_, tc] : sh->slot_txns) co_await tc->close(); // cluster mode: left by a leave that failed
     for (auto& tc : sh->retired_txns) co_await tc->close();
-    co_await close_peers(*sh); // after the coordinators: their markers use them
     co_await runtime::when_all(close_partitions(sh), sh->conns.close(), sh->groups->close());
+    co_await close_peers(*sh); // after the coordinators' markers and the requests that verify there
     co_await sh->background.close();
 }
 

@@ -89,9 +89,13 @@ runtime::task<void> install_claim(shard* sh, std::string topic, std::int32_t p, 
         sh->slot_groups[p] = std::move(gc);
         // The slot's transactional ids: their states loaded before it answers, then what was
         // in flight at the previous owner is finished or aborted (txn/coordinator.hpp).
-        auto tc = co_await load_slot_txns(sh, p);
+        auto ours = [sh, topic, p, epoch = c.epoch] {
+            const cluster::claim* now = claim_of(*sh, topic, p);
+            return now && now->epoch == epoch;
+        };
+        auto tc = co_await load_slot_txns(sh, p, ours);
         still = claim_of(*sh, topic, p);
-        if (!tc) co_return; // logged; the ids' requests answer NOT_COORDINATOR meanwhile
+        if (!tc) co_return; // the slot moved on, or the broker is stopping
         if (!still || still->epoch != c.epoch || sh->slot_txns.count(p)) {
             co_await tc->close();
             sh->retired_txns.push_back(std::move(tc));

@@ -34,10 +34,10 @@ runtime::task<result<client::connection*, std::string>> peer_connection(shard& s
     auto it = sh.peers.find(key);
     if (it != sh.peers.end() && it->second->is_open()) co_return it->second.get();
     if (it != sh.peers.end()) {
-        // Broken: closed here (its reader must finish before it is destroyed).
-        auto old = std::move(it->second);
+        // Broken. Kept until shutdown, as the client module keeps its own: a request that
+        // failed on it may not have resumed yet, and it still touches the connection when it does.
+        sh.retired_peers.push_back(std::move(it->second));
         sh.peers.erase(it);
-        co_await old->close();
     }
     client::connection_options opts;
     opts.client_id = std::string(client_id);
@@ -50,15 +50,14 @@ runtime::task<result<client::connection*, std::string>> peer_connection(shard& s
         co_await (*c)->close();
         co_return slot->second.get();
     }
-    if (!fresh && slot->second) co_await slot->second->close();
+    if (!fresh && slot->second) sh.retired_peers.push_back(std::move(slot->second));
     slot->second = std::move(*c);
     co_return slot->second.get();
 }
 
 runtime::task<void> close_peers(shard& sh) {
-    auto peers = std::move(sh.peers);
-    sh.peers.clear();
-    for (auto& [_, c] : peers) co_await c->close();
+    for (auto& [_, c] : sh.peers) co_await c->close();
+    for (auto& c : sh.retired_peers) co_await c->close();
 }
 
 } // namespace skiff::broker

@@ -146,6 +146,7 @@ struct shard {
     std::vector<std::unique_ptr<txn::coordinator>> retired_txns;
     // Cluster mode: connections to other brokers, by address and client id (peers.hpp).
     std::map<std::string, std::unique_ptr<client::connection>> peers;
+    std::vector<std::unique_ptr<client::connection>> retired_peers; // broken, closed at shutdown
     txn::coordinator_stats retired_txn_stats; // counters of retired ones, so metrics never go back
     // Cluster mode: one coordinator per group slot this core serves (claimed like partitions);
     // `groups` is then a closed coordinator that answers COORDINATOR_NOT_AVAILABLE for groups

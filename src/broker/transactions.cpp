@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 namespace skiff::broker {
 
@@ -136,20 +137,24 @@ runtime::task<std::string> load_txns(shard* sh) {
     co_return "cannot load the transaction coordinator's state: " + last;
 }
 
-runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot) {
-    auto tc = make_txn_coordinator(*sh, true);
-    std::string last;
-    for (int attempt = 0; attempt < 5; ++attempt) {
-        if (attempt) (void)co_await runtime::sleep(std::chrono::milliseconds(200 << attempt));
+runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot,
+                                                                 std::function<bool()> still_ours) {
+    // Retried for as long as the slot is ours: giving up would leave its ids answering
+    // COORDINATOR_LOAD_IN_PROGRESS for good, and a store that fails now usually answers later.
+    for (int attempt = 0;; ++attempt) {
+        auto tc = make_txn_coordinator(*sh, true);
         auto r = co_await tc->load([slot](std::string_view id) { return cluster::group_slot(id) == slot; });
         if (r) co_return tc;
-        last = r.error().message;
-        log::warn("group slot {}: loading its transactional ids (attempt {}): {}", slot, attempt + 1, last);
+        co_await tc->close();
+        sh->retired_txns.push_back(std::move(tc));
+        if (attempt % 10 == 0) {
+            log::warn("group slot {}: loading its transactional ids (attempt {}): {}; retrying", slot, attempt + 1,
+                      r.error().message);
+        }
+        const auto backoff = std::chrono::milliseconds(std::min(200 << std::min(attempt, 5), 5000));
+        auto slept = co_await runtime::sleep(backoff, sh->stop.get_token());
+        if (!slept || !still_ours()) co_return nullptr;
     }
-    log::error("group slot {}: cannot load its transactional ids: {}; not coordinating them", slot, last);
-    co_await tc->close();
-    sh->retired_txns.push_back(std::move(tc));
-    co_return nullptr;
 }
 
 runtime::task<result<void, marker_error>> write_marker(shard& sh, std::string topic, std::int32_t partition,

@@ -7,6 +7,7 @@
 #include "shard.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,9 +26,10 @@ std::unique_ptr<txn::coordinator> make_txn_coordinator(shard& sh, bool takeover 
 runtime::task<std::string> load_txns(shard* sh);
 
 // Cluster mode, on the slot's core after claiming group slot `slot`: a coordinator for the ids
-// of the slot, their states loaded (retried); null when loading kept failing (logged). The
-// caller start()s it once it is sure it still owns the slot.
-runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot);
+// of the slot, their states loaded (retried while still_ours() and the broker runs; null
+// then). The caller start()s it once it is sure it still owns the slot.
+runtime::task<std::unique_ptr<txn::coordinator>> load_slot_txns(shard* sh, std::int32_t slot,
+                                                                 std::function<bool()> still_ours);
 
 // On the partition's core: appends a commit or abort marker for the producer, durably; the
 // partition's transaction state and producer table learn of it (the producer's older epochs
