@@ -4,6 +4,7 @@
 // OffsetCommit/OffsetFetch for topics and partitions that do not exist
 // (KafkaApis.handleOffsetCommitRequest, KafkaApisTest.scala). Each case names the Kafka
 // behaviour it mirrors.
+#include "decode_answer.hpp"
 #include "fake_shard.hpp"
 #include "run_task.hpp"
 
@@ -23,6 +24,7 @@
 
 using namespace skiff;
 using namespace skiff::broker;
+using skiff::test::decode_answer;
 using skiff::test::fake_shard;
 
 namespace {
@@ -36,19 +38,6 @@ std::optional<std::string> check(std::string_view name, std::string_view value) 
     const topic_config_def* d = find_topic_config(name);
     REQUIRE(d != nullptr);
     return invalid_topic_config_value(*d, value);
-}
-
-// Decodes a handler's framed answer (size prefix, response header, body).
-template <typename Resp>
-Resp decode_answer(const std::string& frame, std::int16_t version) {
-    const auto header_version = kafka::response_header_version(static_cast<std::int16_t>(Resp::api), version);
-    auto parsed = kafka::parse_response_header(std::span<const char>(frame).subspan(kafka::size_prefix_bytes),
-                                               header_version);
-    REQUIRE(parsed);
-    kafka::reader rd(parsed->body);
-    auto r = Resp::decode(rd, version);
-    REQUIRE(r);
-    return std::move(*r);
 }
 
 kafka::OffsetCommitRequest commit_request(std::string group,

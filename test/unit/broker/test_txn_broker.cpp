@@ -3,6 +3,7 @@
 // a read_committed Fetch cut at the LSO with the aborted list, ListOffsets' LSO, and, after a
 // "restart" that replays too little of the log, the aborted transaction found again through
 // the partition's abort index (and not found when that index is gone).
+#include "decode_answer.hpp"
 #include "fake_shard.hpp"
 #include "run_task.hpp"
 
@@ -16,6 +17,7 @@
 
 using namespace skiff;
 using namespace skiff::broker;
+using skiff::test::decode_answer;
 using skiff::test::fake_shard;
 using skiff::test::produce_request;
 using skiff::test::records_of;
@@ -65,19 +67,6 @@ runtime::task<kafka::error_code> produce_txn(fake_shard& f, std::string id, std:
     req.transactional_id = std::move(id);
     auto r = co_await produce(f.sh, std::move(req));
     co_return r.responses.at(0).partition_responses.at(0).error_code;
-}
-
-// Decodes a handler's framed answer (size prefix, response header, body).
-template <typename Resp>
-Resp decode_answer(const std::string& frame, std::int16_t version) {
-    const auto header_version = kafka::response_header_version(static_cast<std::int16_t>(Resp::api), version);
-    auto parsed = kafka::parse_response_header(std::span<const char>(frame).subspan(kafka::size_prefix_bytes),
-                                               header_version);
-    REQUIRE(parsed);
-    kafka::reader rd(parsed->body);
-    auto r = Resp::decode(rd, version);
-    REQUIRE(r);
-    return std::move(*r);
 }
 
 // WriteTxnMarkers for producer `pid` at `epoch`: topic -> partitions.
