@@ -45,6 +45,11 @@ done
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   test/clients/test_transactions.py -k consume_transform_produce -k broker_sigkill -k bad_txn \
   --skiff build-asan/src/cli/skiff
+# In cluster mode: markers, offsets and verification between brokers, a coordinator's failover,
+# then every broker's clean leave (exit status 0: no sanitizer report).
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  test/clients/test_cluster_transactions.py -k commit_abort -k offsets -k coordinator_sigkill \
+  --skiff build-asan/src/cli/skiff
 # The security bad-input tests (TLS garbage and plaintext on TLS ports, hostile SASL frames,
 # expired sessions, malformed ACLs) against the sanitized broker.
 for t in "test_tls -k bad_input" "test_sasl -k bad_input" "test_sasl -k session_expiry" "test_acl -k bad_input"; do

@@ -116,6 +116,14 @@ def check_once(rc, want, what):
                              f"(e.g. {missing[:4]}), duplicated {dups[:4]}")
 
 
+def stop_all(t, bs):
+    """SIGTERM every broker and check each exits 0: a clean leave (slots and their coordinators
+    handed over, peer connections closed), and under the sanitizers no report (a report aborts)."""
+    for b in bs:
+        b.stop(timeout=60)
+    t.log("every broker left cleanly")
+
+
 # ---- tests ----
 
 def test_find_coordinator_same_everywhere(t):
@@ -179,6 +187,7 @@ def test_commit_abort_across_brokers(t):
             raise AssertionError(f"read_uncommitted p{q}: transactions out of order: {ks}")
     t.log(f"read_committed {sum(len(v) for v in rc.values())}, read_uncommitted "
           f"{sum(len(v) for v in ru.values())} records")
+    stop_all(t, bs)
 
 
 def test_coordinator_sigkill_failover(t):
@@ -394,6 +403,7 @@ def test_offsets_across_coordinators(t):
     rc = values(read_all(bs[1], dst, 3, "read_committed", 30))
     check_once(rc, [f"in-{i}" for i in range(300)], "read_committed of the output")
     t.log(f"{rounds} transactions ({aborted} records in the aborted one); offsets {committed}")
+    stop_all(t, bs)
 
 
 def test_describe_on_coordinator_only(t):
