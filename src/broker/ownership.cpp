@@ -94,9 +94,8 @@ runtime::task<void> install_claim(shard* sh, std::string topic, std::int32_t p, 
             return now && now->epoch == epoch;
         };
         auto tc = co_await load_slot_txns(sh, p, ours);
-        still = claim_of(*sh, topic, p);
         if (!tc) co_return; // the slot moved on, or the broker is stopping
-        if (!still || still->epoch != c.epoch || sh->slot_txns.count(p)) {
+        if (!ours() || sh->slot_txns.count(p)) {
             co_await tc->close();
             sh->retired_txns.push_back(std::move(tc));
             co_return;

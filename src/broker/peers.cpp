@@ -15,10 +15,10 @@ result<std::string, std::string> peer_address(const cluster::member& m) {
 }
 } // namespace
 
-std::int32_t remote_slot_owner(const shard& sh, std::int32_t slot) {
+std::int32_t remote_coordinator(const shard& sh, std::string_view key) {
     if (!sh.cfg().clustered()) return -1;
     const cluster::view* v = sh.cview.get();
-    const cluster::owner* o = v ? v->owner_of(cluster::groups_topic, slot) : nullptr;
+    const cluster::owner* o = v ? v->owner_of(cluster::groups_topic, cluster::group_slot(key)) : nullptr;
     if (!o || o->broker == sh.cfg().node_id) return -1;
     return o->broker;
 }

@@ -32,9 +32,9 @@ inline constexpr std::string_view peer_apply_client_id = "skiff-broker-txn-apply
 runtime::task<result<client::connection*, std::string>> peer_connection(shard& sh, std::int32_t id,
                                                                        std::string_view client_id = peer_client_id);
 
-// The broker that owns `slot` of the groups topic when it is another one, else -1 (this
-// broker, or nobody now).
-std::int32_t remote_slot_owner(const shard& sh, std::int32_t slot);
+// The broker coordinating group or transactional id `key` (both hash to group slots) when it
+// is another one, else -1 (this broker, or nobody now).
+std::int32_t remote_coordinator(const shard& sh, std::string_view key);
 
 // Sends `req` to broker `id`; the answer, or why there is none.
 template <typename Req>

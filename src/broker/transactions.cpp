@@ -85,7 +85,7 @@ runtime::task<kafka::error_code> commit_on_group_core(
 runtime::task<result<void, std::string>> offsets_from(
     shard* sh, std::string group, std::map<std::string, std::map<std::int32_t, txn::pending_offset>> offsets) {
     // Cluster mode: the group's broker applies them (a stale view costs NOT_COORDINATOR and a retry).
-    if (const std::int32_t remote = remote_slot_owner(*sh, cluster::group_slot(group)); remote >= 0)
+    if (const std::int32_t remote = remote_coordinator(*sh, group); remote >= 0)
         co_return co_await apply_txn_offsets_at_peer(*sh, remote, std::string(), std::move(group), std::move(offsets));
     std::map<std::string, std::map<std::int32_t, std::tuple<std::int64_t, std::int32_t, std::string>>> entries;
     for (auto& [t, parts] : offsets)

@@ -9,7 +9,6 @@
 #include "../transactions.hpp"
 
 #include <skiff/broker/kafka_errors.hpp>
-#include <skiff/cluster/assignment.hpp>
 #include <skiff/core/log.hpp>
 #include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/when_all.hpp>
@@ -163,19 +162,12 @@ std::int64_t wall_ms() {
         .count();
 }
 
-
 // One partition of a transactional Produce to verify (KIP-890's check).
 struct txn_check {
     txn::topic_partition tp;
     std::int64_t pid;
     std::int16_t epoch;
 };
-
-// Cluster mode: the broker coordinating `id` when it is another one, else -1 (this broker,
-// or nobody: the local check then answers).
-std::int32_t remote_txn_coordinator(const shard& sh, std::string_view id) {
-    return remote_slot_owner(sh, cluster::group_slot(id));
-}
 
 // The check at a coordinator on another broker, through DescribeTransactions (the state, the
 // producer and the partitions of the id's transaction): one round trip per request. An
@@ -306,9 +298,11 @@ runtime::task<kafka::ProduceResponse> produce(shard& sh, kafka::ProduceRequest r
         }
         const std::string* tid = &*req.transactional_id;
         const auto* cp = &checks;
-        const std::int32_t remote = remote_txn_coordinator(sh, *tid);
+        // Cluster mode: a coordinator on another broker checks there; on none, the local
+        // check answers (retriably).
+        const std::int32_t remote = remote_coordinator(sh, *tid);
         if (remote >= 0) {
-            refused = co_await verify_at_peer(sh, remote, *tid, checks);
+            refused = co_await verify_at_peer(sh, remote, *tid, std::move(checks));
         } else {
             refused = co_await on_core(sh, txn_owner(*tid, sh.shared->cores), [tid, cp](shard& o) {
                 std::vector<kafka::error_code> out;

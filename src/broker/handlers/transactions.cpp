@@ -257,7 +257,7 @@ runtime::task<std::string> handle_txn_offset_commit(request_ctx ctx, kafka::TxnO
     }
     if (offsets.empty()) co_return respond(r, ctx);
     const std::int32_t remote = form == offsets_form::client
-                                    ? remote_slot_owner(ctx.sh, cluster::group_slot(req.transactional_id))
+                                    ? remote_coordinator(ctx.sh, req.transactional_id)
                                     : -1;
     if (remote >= 0) {
         // The transaction's coordinator is another broker: it keeps the offsets. Its answer
