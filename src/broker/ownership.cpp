@@ -232,6 +232,45 @@ runtime::task<void> reload_catalog(shard* sh0, std::int64_t revision) {
     co_await install_catalog(*sh0, std::move(snap));
 }
 
+// What this broker should claim and release now, by its view: partitions and group slots
+// whose preferred owner differs from where they are (none in motion are counted twice).
+struct moves {
+    std::vector<part_key> to_claim, to_release;
+};
+moves plan_moves(const shard& sh0, const cluster_runtime& cr, const cluster::view& view) {
+    const cluster::view* v = &view;
+    const auto live = v->live();
+    const std::int32_t self = sh0.cfg().node_id;
+    std::vector<part_key> to_claim, to_release;
+    auto consider = [&](const std::string& topic, std::int32_t p, std::int32_t desired) {
+        part_key k{topic, p};
+        if (cr.moving.count(k)) return;
+        const cluster::owner* o = v->owner_of(topic, p);
+        const bool mine = cr.claimed.count(k) > 0;
+        if (!o && !mine && desired == self) to_claim.push_back(k);
+        if (mine && desired != self && desired >= 0) to_release.push_back(k);
+        // Ours in our records but someone else's in etcd: our key is gone (the view may lag
+        // the lease by a moment; the generation check above handles real losses).
+        if (mine && o && o->broker != self) to_release.push_back(k);
+    };
+    for (auto& [name, t] : sh0.cat->topics) {
+        for (std::int32_t p = 0; p < t.partitions; ++p) consider(name, p, v->preferred_owner(name, p, live));
+    }
+    for (std::int32_t s = 0; s < cluster::group_slots; ++s) {
+        consider(std::string(cluster::groups_topic), s,
+                 cluster::preferred_coordinator("slot-" + std::to_string(s), live));
+    }
+    // Partitions of deleted topics we still hold: hand them back (apply_catalog closed them).
+    for (auto& [k, c] : cr.claimed) {
+        if (cr.moving.count(k) || k.first == cluster::groups_topic) continue;
+        const topic_info* t = sh0.cat->find(k.first);
+        if (!t || k.second >= t->partitions) to_release.push_back(k);
+    }
+    std::sort(to_release.begin(), to_release.end());
+    to_release.erase(std::unique(to_release.begin(), to_release.end()), to_release.end());
+    return {std::move(to_claim), std::move(to_release)};
+}
+
 // One pass: view to the cores, lease generation, catalog, then claims and releases.
 runtime::task<void> reconcile(shard* sh0) {
     auto& cr = *sh0->shared->cluster;
@@ -274,35 +313,9 @@ runtime::task<void> reconcile(shard* sh0) {
     if (v->catalog_revision != cr.catalog_revision) co_await reload_catalog(sh0, v->catalog_revision);
     if (!node.lease_valid(runtime::reactor::local().now())) co_return;
 
-    const auto live = v->live();
-    const std::int32_t self = sh0->cfg().node_id;
-    std::vector<part_key> to_claim, to_release;
-    auto consider = [&](const std::string& topic, std::int32_t p, std::int32_t desired) {
-        part_key k{topic, p};
-        if (cr.moving.count(k)) return;
-        const cluster::owner* o = v->owner_of(topic, p);
-        const bool mine = cr.claimed.count(k) > 0;
-        if (!o && !mine && desired == self) to_claim.push_back(k);
-        if (mine && desired != self && desired >= 0) to_release.push_back(k);
-        // Ours in our records but someone else's in etcd: our key is gone (the view may lag
-        // the lease by a moment; the generation check above handles real losses).
-        if (mine && o && o->broker != self) to_release.push_back(k);
-    };
-    for (auto& [name, t] : sh0->cat->topics) {
-        for (std::int32_t p = 0; p < t.partitions; ++p) consider(name, p, v->preferred_owner(name, p, live));
-    }
-    for (std::int32_t s = 0; s < cluster::group_slots; ++s) {
-        consider(std::string(cluster::groups_topic), s,
-                 cluster::preferred_coordinator("slot-" + std::to_string(s), live));
-    }
-    // Partitions of deleted topics we still hold: hand them back (apply_catalog closed them).
-    for (auto& [k, c] : cr.claimed) {
-        if (cr.moving.count(k) || k.first == cluster::groups_topic) continue;
-        const topic_info* t = sh0->cat->find(k.first);
-        if (!t || k.second >= t->partitions) to_release.push_back(k);
-    }
-    std::sort(to_release.begin(), to_release.end());
-    to_release.erase(std::unique(to_release.begin(), to_release.end()), to_release.end());
+    moves planned = plan_moves(*sh0, cr, *v);
+    auto& to_claim = planned.to_claim;
+    auto& to_release = planned.to_release;
     // At most this many etcd transactions and restores start per pass (a broker joining a
     // cluster of thousands of partitions claims them in waves; each claim wakes the next pass).
     constexpr std::size_t per_pass = 64;
@@ -352,6 +365,15 @@ runtime::task<std::string> cluster_join(shard& sh0) {
         [n] {
             const auto left = n->valid_until() - runtime::reactor::local().now();
             return std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(left).count());
+        }));
+    shard* sh0p = &sh0;
+    cr->registrations.push_back(reg.gauge_fn(
+        "skiff_cluster_unsettled",
+        "Partitions and group slots this broker is claiming or releasing, or will by its view (0: placement "
+        "settled here).",
+        {}, [raw, sh0p] {
+            const moves m = plan_moves(*sh0p, *raw, *raw->node->current());
+            return static_cast<std::int64_t>(raw->moving.size() + m.to_claim.size() + m.to_release.size());
         }));
     cr->registrations.push_back(reg.counter_fn("skiff_cluster_claims_total", "Partitions and group slots claimed.", {},
                                                [n] { return n->counters().claims; }));

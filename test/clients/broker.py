@@ -90,6 +90,17 @@ def metric_counter(b, name, **labels):
     return sum(s["value"] for s in fam["series"] if all(s["labels"].get(k) == v for k, v in labels.items()))
 
 
+def metric_gauge(b, name, **labels):
+    """The sum of the series of gauge `name` on broker b's /metrics whose labels include
+    `labels` (None when the family is absent)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/metrics", timeout=10) as r:
+        doc = json.load(r)
+    fam = doc.get("gauges", {}).get(name)
+    if not fam:
+        return None
+    return sum(s["value"] for s in fam["series"] if all(s["labels"].get(k) == v for k, v in labels.items()))
+
+
 class BrokerError(AssertionError):
     pass
 

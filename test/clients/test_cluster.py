@@ -47,7 +47,24 @@ def start_cluster(t, n=3, ttl=TTL, s3_endpoint=None, extra=()):
     for b in brokers:
         broker.wait_until(lambda b=b: len(admin(b).list_topics(timeout=10).brokers) == n, 30,
                           f"broker {b.name} to see {n} brokers")
+    wait_settled(brokers)
     return e, brokers
+
+
+def wait_settled(bs, timeout=30):
+    """Waits until every broker in bs sees exactly bs as live and has nothing left to claim or
+    release (skiff_cluster_unsettled 0 everywhere): brokers that joined one after another hand
+    group slots and partitions on for a moment after they all see each other, so a coordinator
+    or leader looked up before this may move under the test."""
+    last = {}
+
+    def settled():
+        for b in bs:
+            last[b.name] = (broker.metric_gauge(b, "skiff_cluster_members"),
+                            broker.metric_gauge(b, "skiff_cluster_unsettled"))
+        return all(m == len(bs) and u == 0 for m, u in last.values())
+    broker.wait_until(settled, timeout, f"placement to settle on {[b.name for b in bs]}", interval=0.1,
+                      describe=lambda: {k: f"members {m}, unsettled {u}" for k, (m, u) in last.items()})
 
 
 def bootstrap(brokers):
