@@ -18,5 +18,6 @@ int produce_command(const std::vector<std::string>& args); // produce_cmd.cpp
 int consume_command(const std::vector<std::string>& args); // consume_cmd.cpp
 int cat_command(const std::vector<std::string>& args);     // cat_cmd.cpp
 int sql_command(const std::vector<std::string>& args);     // sql_cmd.cpp
+int iceberg_command(const std::vector<std::string>& args); // iceberg_cmd.cpp
 
 } // namespace skiff::cli

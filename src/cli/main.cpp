@@ -28,6 +28,7 @@ void usage(std::FILE* out) {
                "  consume -t TOPIC        print a topic's records, or JSON lines (see `skiff consume --help`)\n"
                "  cat TARGET/TOPIC        print a topic's records straight from the bucket, no broker (see `skiff cat --help`)\n"
                "  sql --listen ADDR       SQL over the bucket's topics on the Postgres wire protocol (see `skiff sql --help`)\n"
+               "  iceberg TARGET --topic T  append topics to Iceberg tables in the same store (see `skiff iceberg --help`)\n"
                "  version                 print the version\n",
                out);
 }
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
     if (cmd == "consume") return skiff::cli::consume_command(rest);
     if (cmd == "cat") return skiff::cli::cat_command(rest);
     if (cmd == "sql") return skiff::cli::sql_command(rest);
+    if (cmd == "iceberg") return skiff::cli::iceberg_command(rest);
     if (cmd == "version" || cmd == "--version") {
         std::puts("skiff 0.1.0");
         return 0;

@@ -141,7 +141,7 @@ const char* to_string(partitioning p) noexcept {
     return "unknown";
 }
 
-json partition_spec(partitioning p, int spec_id) {
+json partition_spec_json(partitioning p, int spec_id) {
     json fields = json::array();
     if (p == partitioning::day) {
         fields.push_back({{"name", "timestamp_day"}, {"transform", "day"}, {"source-id", field_ids::timestamp},

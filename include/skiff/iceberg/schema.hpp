@@ -59,6 +59,6 @@ result<partitioning, iceberg_error> parse_partitioning(std::string_view s); // d
 const char* to_string(partitioning p) noexcept;
 // {"spec-id": id, "fields": [...]} with field id 1000, named as Iceberg names them by default:
 // day(timestamp) is "timestamp_day", identity(partition) is "partition"; none has no fields.
-nlohmann::json partition_spec(partitioning p, int spec_id);
+nlohmann::json partition_spec_json(partitioning p, int spec_id);
 
 } // namespace skiff::iceberg

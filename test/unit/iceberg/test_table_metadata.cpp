@@ -15,7 +15,7 @@ table_metadata new_table() {
     auto s = evolve_schema(nullptr, 0, {}, 0);
     REQUIRE(s);
     return table_metadata::create("s3://b/wh/orders", "0f8fad5b-d9cb-469f-a165-70867728950e", s->schema, s->last_column_id,
-                                  partition_spec(partitioning::day, 0), {{"write.format.default", "parquet"}}, 1000);
+                                  partition_spec_json(partitioning::day, 0), {{"write.format.default", "parquet"}}, 1000);
 }
 
 snapshot snap(std::int64_t id, std::optional<std::int64_t> parent, std::int64_t seq) {
@@ -92,10 +92,10 @@ TEST_CASE("projections with bad names, types or paths are refused with a sentenc
 }
 
 TEST_CASE("partition specs: day(timestamp), identity(partition), none", "[iceberg][schema]") {
-    CHECK(partition_spec(partitioning::day, 0)["fields"][0] ==
+    CHECK(partition_spec_json(partitioning::day, 0)["fields"][0] ==
           json{{"name", "timestamp_day"}, {"transform", "day"}, {"source-id", 3}, {"field-id", 1000}});
-    CHECK(partition_spec(partitioning::identity_partition, 0)["fields"][0]["transform"] == "identity");
-    CHECK(partition_spec(partitioning::none, 0)["fields"].empty());
+    CHECK(partition_spec_json(partitioning::identity_partition, 0)["fields"][0]["transform"] == "identity");
+    CHECK(partition_spec_json(partitioning::none, 0)["fields"].empty());
     CHECK(parse_partitioning("partition").value() == partitioning::identity_partition);
     CHECK_FALSE(parse_partitioning("hour"));
 }

@@ -23,7 +23,7 @@ namespace {
 table_metadata fresh(const std::string& location) {
     auto s = evolve_schema(nullptr, 0, {}, 0);
     return table_metadata::create(location, new_uuid(), s.value().schema, s.value().last_column_id,
-                                  partition_spec(partitioning::none, 0), {}, 1);
+                                  partition_spec_json(partitioning::none, 0), {}, 1);
 }
 
 table_metadata with_snap(const loaded_table& t, std::int64_t id) {

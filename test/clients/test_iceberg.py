@@ -1,0 +1,322 @@
+#!/usr/bin/python3
+"""`skiff iceberg` against what a broker wrote, checked by readers written independently of
+this project: icebird (a JavaScript Iceberg reader over hyparquet) reads the whole table over
+HTTP, across snapshots; DuckDB reads every data file with read_parquet and shows the field ids
+with parquet_schema. Then SIGKILL at every stage of a commit, and two sinks on one topic at
+once: the table holds every produced record exactly once.
+
+    test_iceberg.py --skiff build/src/cli/skiff [--store local|s3]
+"""
+import functools
+import glob
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import broker  # noqa: E402
+from ckutil import create_topic, produce_all  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NODE_DIR = os.path.join(HERE, "node")
+PARTITIONS = 3
+PROJECT = ["--project", "amount:double:$.amount", "--project", "customer:string:$.customer"]
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+
+def serve_dir(t, root):
+    """A static HTTP server on 127.0.0.1 for `root`, stopped with the test: icebird reads the
+    table over HTTP, as it reads any object store."""
+    handler = functools.partial(Quiet, directory=root)
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    t.cleanups.append(srv.shutdown)
+    return f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+class Table:
+    """Where a test's tables live and how to read them: the local data directory served over
+    HTTP, or (S3) a mirror of the bucket's warehouse prefix made with `skiff s3` and served."""
+
+    def __init__(self, t, b):
+        self.t, self.b = t, b
+        if b.store == "s3":
+            self.root = os.path.join(t.workdir, "mirror")
+            os.makedirs(self.root, exist_ok=True)
+        else:
+            self.root = b.data_dir
+        self.base = serve_dir(t, self.root)
+
+    def target(self):
+        if self.b.store == "s3":
+            return [f"s3://{os.environ['S3_BUCKET']}/{self.b.namespace}", "--s3-endpoint", self.b.s3_endpoint,
+                    "--s3-path-style", "--s3-region", os.environ.get("AWS_REGION", "us-east-1")]
+        return [self.b.data_dir]
+
+    def warehouse(self):
+        return f"iceberg/{self.b.namespace if self.b.store == 's3' else 'default'}"
+
+    def sink_args(self, topic, *extra):
+        return [self.t.skiff, "iceberg", *self.target(), "--topic", topic, "--location-base", self.base,
+                "--log-level", "warn", *PROJECT, *extra]
+
+    def run_once(self, topic, *extra, env=None, expect_rc=0):
+        p = subprocess.run(self.sink_args(topic, "--once", *extra), capture_output=True, timeout=180,
+                           env={**os.environ, **(env or {})})
+        if p.returncode != expect_rc:
+            raise AssertionError(f"skiff iceberg --once exited {p.returncode}, expected {expect_rc}: "
+                                 f"{p.stderr.decode(errors='replace')[-3000:]}")
+        return p
+
+    def sync(self):
+        """S3: copies the warehouse prefix to the served mirror (local: nothing to do)."""
+        if self.b.store != "s3":
+            return
+        s3 = ["--s3-endpoint", self.b.s3_endpoint, "--s3-path-style"]
+        bucket = os.environ["S3_BUCKET"]
+        prefix = self.warehouse()
+        ls = subprocess.run([self.t.skiff, "s3", "ls", f"s3://{bucket}/{prefix}/", *s3], capture_output=True,
+                            timeout=60, check=True)
+        shutil.rmtree(os.path.join(self.root, prefix), ignore_errors=True)
+        for line in ls.stdout.decode().splitlines():
+            key = line.split()[-1]
+            key = key.removeprefix(f"s3://{bucket}/")
+            dst = os.path.join(self.root, key)
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            subprocess.run([self.t.skiff, "s3", "get", f"s3://{bucket}/{key}", dst, *s3], capture_output=True,
+                           timeout=60, check=True)
+
+    def url(self, topic):
+        return f"{self.base}/{self.warehouse()}/{topic}"
+
+    def local(self, topic):
+        return os.path.join(self.root, self.warehouse(), topic)
+
+    def read(self, topic):
+        self.sync()
+        p = subprocess.run(["node", os.path.join(HERE, "verify_iceberg.mjs"), self.url(topic)], cwd=NODE_DIR,
+                           capture_output=True, timeout=120)
+        if p.returncode != 0:
+            raise AssertionError(f"icebird could not read {self.url(topic)}: {p.stderr.decode(errors='replace')[-3000:]}")
+        return json.loads(p.stdout)
+
+
+def make_messages(tag, n):
+    msgs = []
+    for i in range(n):
+        part = i % PARTITIONS
+        if i % 17 == 5:
+            value = b"\x00\x01not json"              # a dead letter for the projections
+        elif i % 13 == 4:
+            value = None                             # a tombstone
+        else:
+            value = json.dumps({"amount": i * 1.5, "customer": f"c{i % 7}", "n": i}).encode()
+        key = None if i % 11 == 3 else f"{tag}-{i}".encode()
+        headers = [("trace", f"{tag}{i}".encode()), ("empty", None)] if i % 3 == 0 else None
+        msgs.append((part, key, value, headers))
+    return msgs
+
+
+def produce(b, topic, msgs):
+    delivered = produce_all(b, topic, msgs)
+    return {(p, o): m for (p, o), m in zip(delivered, msgs)}
+
+
+def check_rows(doc, produced, what):
+    """Every produced record exactly once, with its key, value, headers and projections."""
+    seen = {}
+    for r in doc["rows"]:
+        k = (int(r["partition"]), int(r["offset"]))
+        if k in seen:
+            raise AssertionError(f"{what}: partition {k[0]} offset {k[1]} appears twice")
+        seen[k] = r
+    missing = sorted(set(produced) - set(seen))
+    extra = sorted(set(seen) - set(produced))
+    if missing or extra:
+        raise AssertionError(f"{what}: {len(seen)} rows for {len(produced)} produced; missing {missing[:10]}, "
+                             f"unexpected {extra[:10]}")
+    for k, (part, key, value, headers) in produced.items():
+        r = seen[k]
+        # hyparquet (under icebird) hands binary columns over as UTF-8 text; every key, value and
+        # header this test produces is UTF-8, and duckdb_check compares the exact bytes.
+        text = (lambda x: None if x is None else x.decode())
+        if r["key"] != text(key) or r["value"] != text(value):
+            raise AssertionError(f"{what}: {k}: key/value {r['key']!r}/{r['value']!r}, produced {key!r}/{value!r}")
+        want_h = [{"key": n, "value": text(v)} for n, v in (headers or [])]
+        if (r["headers"] or []) != want_h:
+            raise AssertionError(f"{what}: {k}: headers {r['headers']}, produced {want_h}")
+        doc_v = None
+        if value is not None:
+            try:
+                doc_v = json.loads(value)
+            except (ValueError, UnicodeDecodeError):
+                doc_v = None
+        want_amount = doc_v["amount"] if doc_v else None
+        want_customer = doc_v["customer"] if doc_v else None
+        if r.get("amount") != want_amount or r.get("customer") != want_customer:
+            raise AssertionError(f"{what}: {k}: projections {r.get('amount')!r}/{r.get('customer')!r}, "
+                                 f"expected {want_amount!r}/{want_customer!r}")
+    return seen
+
+
+def duckdb_check(t, table, topic, produced):
+    """DuckDB reads every data file: exactly the produced keys and values, byte for byte, and
+    parquet_schema shows the field ids."""
+    files = sorted(glob.glob(os.path.join(table.local(topic), "data", "**", "*.parquet"), recursive=True))
+    if not files:
+        raise AssertionError(f"no data files under {table.local(topic)}")
+    script = r"""
+const path = require('node:path');
+const d = require(path.join(process.cwd(), 'node_modules/@duckdb/node-api'));
+(async () => {
+  const files = JSON.parse(process.argv[1]);
+  const inst = await d.DuckDBInstance.create(':memory:');
+  const c = await inst.connect();
+  const lst = '[' + files.map(f => "'" + f.replace(/'/g, "''") + "'").join(',') + ']';
+  const rows = (await c.runAndReadAll(`select "partition" as p, "offset"::VARCHAR as o, hex(key) as k, hex(value) as v from read_parquet(${lst})`)).getRowObjects();
+  const schema = (await c.runAndReadAll(`select name, field_id from parquet_schema('${files[0].replace(/'/g, "''")}')`)).getRowObjects();
+  console.log(JSON.stringify({rows: rows.map(r => [r.p, r.o, r.k, r.v]), schema: schema.map(r => [r.name, r.field_id === null ? null : Number(r.field_id)])}));
+})().catch(e => { console.error(e); process.exit(1); });
+"""
+    p = subprocess.run(["node", "-e", script, json.dumps(files)], cwd=NODE_DIR, capture_output=True, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError(f"duckdb: {p.stderr.decode(errors='replace')[-3000:]}")
+    out = json.loads(p.stdout)
+    got = {}
+    for p_, o, k, v in out["rows"]:
+        if (p_, int(o)) in got:
+            raise AssertionError(f"duckdb: partition {p_} offset {o} in two data files")
+        got[(p_, int(o))] = (None if k is None else bytes.fromhex(k), None if v is None else bytes.fromhex(v))
+    want = {pk: (m[1], m[2]) for pk, m in produced.items()}
+    if got != want:
+        bad = [pk for pk in set(got) | set(want) if got.get(pk) != want.get(pk)]
+        raise AssertionError(f"duckdb read {len(got)} rows from {len(files)} data files, {len(want)} produced; "
+                             f"{len(bad)} differ, e.g. {sorted(bad)[:3]}: {[(got.get(x), want.get(x)) for x in sorted(bad)[:3]]}")
+    want_schema = [["table", None], ["partition", 1], ["offset", 2], ["timestamp", 3], ["key", 4], ["value", 5],
+                   ["headers", 6], ["list", None], ["element", 7], ["key", 8], ["value", 9], ["amount", 10],
+                   ["customer", 11]]
+    if out["schema"] != want_schema:
+        raise AssertionError(f"parquet_schema (name, field_id): {out['schema']}, expected {want_schema}")
+    return len(files)
+
+
+def referenced_files(t, table, topic):
+    """Data files the current snapshot references (via avsc through verify_avro.mjs is the
+    manifests test's job; here the sink's own `total-data-files` is compared with the files)."""
+    doc = table.read(topic)
+    return int(doc["summary"][-1]["total-data-files"]) if doc["summary"] else 0
+
+
+def test_sink_reads_every_record_once(t):
+    b = t.broker()
+    topic = t.topic("ice")
+    create_topic(b, topic, PARTITIONS)
+    table = Table(t, b)
+    produced = produce(b, topic, make_messages("a", 600))
+    p = table.run_once(topic)
+    t.log(p.stdout.decode().strip())
+    doc = table.read(topic)
+    check_rows(doc, produced, "after the first commit")
+    if doc["snapshots"] != 1:
+        raise AssertionError(f"{doc['snapshots']} snapshots after one --once run of 600 records")
+    offsets = json.loads(doc["summary"][0]["skiff.next-offsets"])
+    if offsets != {str(q): 200 for q in range(PARTITIONS)}:
+        raise AssertionError(f"skiff.next-offsets {offsets}")
+    # More records, another run: one more snapshot, still exactly once over both.
+    produced.update(produce(b, topic, make_messages("b", 300)))
+    table.run_once(topic)
+    # Nothing new: no snapshot.
+    table.run_once(topic)
+    doc = table.read(topic)
+    check_rows(doc, produced, "after the second commit")
+    if doc["snapshots"] != 2:
+        raise AssertionError(f"{doc['snapshots']} snapshots after two runs with records and one without")
+    fields = {f["name"]: f["id"] for f in doc["schema"]["fields"]}
+    if fields != {"partition": 1, "offset": 2, "timestamp": 3, "key": 4, "value": 5, "headers": 6,
+                  "amount": 10, "customer": 11}:
+        raise AssertionError(f"table schema field ids {fields}")
+    n_files = duckdb_check(t, table, topic, produced)
+    if n_files != referenced_files(t, table, topic):
+        raise AssertionError(f"{n_files} data files on disk, {referenced_files(t, table, topic)} in the table")
+    t.log(f"{len(produced)} records in {doc['snapshots']} snapshots and {n_files} data files, read back by icebird "
+          f"and duckdb")
+
+
+def test_sigkill_at_every_stage(t):
+    b = t.broker()
+    topic = t.topic("icekill")
+    create_topic(b, topic, PARTITIONS)
+    table = Table(t, b)
+    produced = {}
+    for k, stage in enumerate(["data", "manifest", "list", "commit"]):
+        produced.update(produce(b, topic, make_messages(f"k{k}", 90)))
+        p = table.run_once(topic, env={"SKIFF_ICEBERG_FAILPOINT": stage}, expect_rc=-signal.SIGKILL)
+        if b"failpoint" not in p.stderr:
+            raise AssertionError(f"the {stage} failpoint did not fire: {p.stderr.decode(errors='replace')[-2000:]}")
+        table.run_once(topic)
+        doc = table.read(topic)
+        check_rows(doc, produced, f"after SIGKILL before '{stage}' and a restart")
+        t.log(f"SIGKILL before {stage}: {len(doc['rows'])} rows, each once, {doc['snapshots']} snapshots")
+
+
+def test_two_sinks_at_once(t):
+    b = t.broker()
+    topic = t.topic("icetwo")
+    create_topic(b, topic, PARTITIONS)
+    table = Table(t, b)
+    sinks = []
+    for k in range(2):
+        log = open(os.path.join(t.workdir, f"sink-{k}.log"), "wb")
+        sinks.append(subprocess.Popen(table.sink_args(topic, "--commit-interval-ms", "50", "--log-level", "info"),
+                                      stdout=log, stderr=subprocess.STDOUT))
+    t.cleanups.append(lambda: [s.kill() for s in sinks if s.poll() is None])
+    produced = {}
+    for k in range(6):
+        produced.update(produce(b, topic, make_messages(f"r{k}", 60)))
+        time.sleep(0.2)
+    time.sleep(1.0)
+    for s in sinks:
+        s.send_signal(signal.SIGTERM)
+    for k, s in enumerate(sinks):
+        rc = s.wait(30)
+        if rc != 0:
+            raise AssertionError(f"sink {k} exited {rc} after SIGTERM")
+    table.run_once(topic)
+    doc = table.read(topic)
+    check_rows(doc, produced, "after two sinks ran at once")
+    logs = "".join(open(os.path.join(t.workdir, f"sink-{k}.log"), errors="replace").read() for k in range(2))
+    t.log(f"{len(produced)} records once in {doc['snapshots']} snapshots; "
+          f"{logs.count('another writer committed')} steps yielded to the other sink, "
+          f"{sum(1 for line in logs.splitlines() if 'conflicts)' in line and '(0 conflicts)' not in line)} commits rebased")
+
+
+def test_usage_errors(t):
+    for args, words in [([], "usage"), (["/tmp/x"], "--topic"),
+                        (["/tmp/x", "--topic", "a", "--partition-by", "hour"], "partition-by"),
+                        (["/tmp/x", "--topic", "a", "--project", "Bad:long:$.a"], "names are"),
+                        (["/tmp/x", "--topic", "a", "--project", "a:decimal:$.a"], "not one of"),
+                        (["/tmp/x", "--topic", "a", "--project", "a-long"], "NAME:TYPE:PATH")]:
+        p = subprocess.run([t.skiff, "iceberg", *args], capture_output=True, timeout=30)
+        if p.returncode != 2 or words.encode() not in p.stderr:
+            raise AssertionError(f"skiff iceberg {args}: exit {p.returncode}, stderr {p.stderr[-500:]!r}; "
+                                 f"expected 2 and '{words}'")
+
+
+if __name__ == "__main__":
+    broker.main([
+        (test_sink_reads_every_record_once, 300),
+        (test_sigkill_at_every_stage, 300),
+        (test_two_sinks_at_once, 300),
+        test_usage_errors,
+    ])
