@@ -200,6 +200,7 @@ result<container> read_container(std::string_view file, const reader_options& op
     }
 
     std::size_t values = 0;
+    std::size_t total = 0;
     while (!d.at_end()) {
         const std::size_t block_at = d.position();
         auto count = d.read_long();
@@ -225,6 +226,9 @@ result<container> read_container(std::string_view file, const reader_options& op
             inflated = std::move(z).value();
             data = inflated;
         }
+        total += data.size();
+        if (total > options.max_total_bytes)
+            return fail(errc::too_large, fmt::format("blocks up to offset {} hold more than {} bytes", block_at, options.max_total_bytes));
         // The count is checked against the data before anything is reserved for it.
         const auto n = static_cast<std::uint64_t>(*count);
         const std::size_t min = c.schema->min_size;

@@ -5,7 +5,10 @@
 #include "store_target.hpp"
 
 #include <skiff/core/log.hpp>
+#include <skiff/iceberg/maintenance.hpp>
 #include <skiff/iceberg/sink.hpp>
+#include <skiff/iceberg/table_store.hpp>
+#include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/when_all.hpp>
 
@@ -43,6 +46,10 @@ constexpr const char* iceberg_usage =
     "  --commit-interval-ms N  time between commits (default 10000)\n"
     "  --commit-bytes N        record bytes per commit at most (default 134217728)\n"
     "  --uncompressed          Parquet pages without ZSTD\n"
+    "  --expire-after-ms N     maintenance expires snapshots older than this (default 604800000, 7 days)...\n"
+    "  --keep-snapshots N      ...but keeps the newest N (default 10)\n"
+    "  --orphan-grace-ms N     unreferenced files younger than this are kept (default 3600000)\n"
+    "  --maintenance-interval-ms N  time between maintenance passes (default 600000; 0: never)\n"
     "  --once                  commit everything there is now, then exit\n"
     "  --log-level L           error | warn | info (default) | debug\n"
     "\n"
@@ -57,11 +64,36 @@ struct iceberg_options {
     std::int64_t interval_ms = 10'000;
     std::size_t commit_bytes = 128u << 20;
     bool zstd = true, once = false;
+    iceberg::maintenance_config maintenance;
+    std::int64_t maintenance_interval_ms = 600'000;
     s3_flags flags;
 };
 
-runtime::task<int> sink_topic(iceberg::sink* s, bool once, std::stop_token st) {
-    if (!once) {
+runtime::task<int> maintain_once(iceberg::table_store* table, const iceberg::maintenance_config* cfg, std::stop_token st) {
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    auto r = co_await iceberg::maintain(*table, *cfg, now, st);
+    if (!r) {
+        std::fprintf(stderr, "skiff: iceberg: maintenance of %s: %s\n", table->location().c_str(), r.error().message.c_str());
+        co_return 1;
+    }
+    if (r->expired_snapshots || r->deleted_files) {
+        log::info("iceberg: {}: maintenance expired {} snapshots, deleted {} files ({} bytes), kept {} young unreferenced",
+                  table->location(), r->expired_snapshots, r->deleted_files, r->deleted_bytes, r->kept_young);
+    }
+    co_return 0;
+}
+
+runtime::task<int> maintenance_loop(iceberg::table_store* table, const iceberg_options* o, std::stop_token st) {
+    while (!st.stop_requested()) {
+        auto slept = co_await runtime::sleep(std::chrono::milliseconds(o->maintenance_interval_ms), st);
+        if (!slept) break;
+        (void)co_await maintain_once(table, &o->maintenance, st);
+    }
+    co_return 0;
+}
+
+runtime::task<int> sink_topic(iceberg::sink* s, iceberg::table_store* table, const iceberg_options* o, std::stop_token st) {
+    if (!o->once) {
         co_await s->run(st);
         co_return 0;
     }
@@ -76,8 +108,9 @@ runtime::task<int> sink_topic(iceberg::sink* s, bool once, std::stop_token st) {
                          static_cast<long long>(r->rows), r->files, r->version, static_cast<long long>(r->snapshot_id));
             std::fflush(stdout);
         }
-        if (!r->more) co_return 0;
+        if (!r->more) break;
     }
+    co_return co_await maintain_once(table, &o->maintenance, st);
 }
 
 runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
@@ -93,6 +126,7 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
     std::string base = o.location_base.empty() ? store.describe() : o.location_base;
     while (!base.empty() && base.back() == '/') base.pop_back();
     std::vector<std::unique_ptr<iceberg::sink>> sinks;
+    std::vector<std::unique_ptr<iceberg::table_store>> tables; // maintenance's view of each table
     for (const auto& topic : o.topics) {
         iceberg::sink_config c;
         c.ns = ns;
@@ -125,10 +159,14 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
             };
         }
         log::info("iceberg: topic {} -> {}", topic, c.location);
+        tables.push_back(std::make_unique<iceberg::table_store>(store, c.table_prefix, c.location));
         sinks.push_back(std::make_unique<iceberg::sink>(store, std::move(c)));
     }
     std::vector<runtime::task<int>> runs;
-    for (auto& s : sinks) runs.push_back(sink_topic(s.get(), o.once, st));
+    for (std::size_t k = 0; k < sinks.size(); ++k) {
+        runs.push_back(sink_topic(sinks[k].get(), tables[k].get(), &o, st));
+        if (!o.once && o.maintenance_interval_ms > 0) runs.push_back(maintenance_loop(tables[k].get(), &o, st));
+    }
     auto results = co_await runtime::when_all(std::move(runs));
     int rc = 0;
     for (auto& r : results) rc = std::max(rc, r);
@@ -168,6 +206,11 @@ int iceberg_command(const std::vector<std::string>& args) {
     app.add_option("--project", projects);
     app.add_option("--commit-interval-ms", o.interval_ms)->check(CLI::Range(std::int64_t{10}, std::int64_t{86'400'000}));
     app.add_option("--commit-bytes", o.commit_bytes)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 34));
+    std::int64_t expire_after_ms = 604'800'000, orphan_grace_ms = 3'600'000;
+    app.add_option("--expire-after-ms", expire_after_ms)->check(CLI::NonNegativeNumber);
+    app.add_option("--keep-snapshots", o.maintenance.keep_snapshots)->check(CLI::Range(1, 1'000'000));
+    app.add_option("--orphan-grace-ms", orphan_grace_ms)->check(CLI::NonNegativeNumber);
+    app.add_option("--maintenance-interval-ms", o.maintenance_interval_ms)->check(CLI::NonNegativeNumber);
     bool uncompressed = false;
     app.add_flag("--uncompressed", uncompressed);
     app.add_flag("--once", o.once);
@@ -195,6 +238,8 @@ int iceberg_command(const std::vector<std::string>& args) {
     }
     o.target = pos[0];
     o.zstd = !uncompressed;
+    o.maintenance.expire_after = std::chrono::milliseconds(expire_after_ms);
+    o.maintenance.orphan_grace = std::chrono::milliseconds(orphan_grace_ms);
     auto p = iceberg::parse_partitioning(partition_by);
     if (!p) {
         std::fprintf(stderr, "skiff: --partition-by: %s\n", p.error().message.c_str());

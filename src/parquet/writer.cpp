@@ -165,6 +165,7 @@ result<void, parquet_error> file_writer::write_row_group(std::span<const column_
         return failure{parquet_error(errc::invalid_state, "parquet writer: write_row_group after finish")};
     auto& im = *_impl;
     const auto& leaves = im.s.leaves();
+    if (leaves.empty()) return failure{parquet_error(errc::invalid_schema, "parquet writer: a schema without columns")};
     if (columns.size() != leaves.size())
         return failure{parquet_error(errc::column_mismatch, "parquet writer: " + std::to_string(columns.size()) +
                                                                 " columns for " + std::to_string(leaves.size()) + " leaves")};
@@ -212,6 +213,7 @@ result<void, parquet_error> file_writer::write_row_group(std::span<const column_
 result<file_result, parquet_error> file_writer::finish() {
     if (!_impl || _impl->finished) return failure{parquet_error(errc::invalid_state, "parquet writer: finish twice")};
     auto& im = *_impl;
+    if (im.s.leaves().empty()) return failure{parquet_error(errc::invalid_schema, "parquet writer: a schema without columns")};
     im.finished = true;
     const auto& leaves = im.s.leaves();
 

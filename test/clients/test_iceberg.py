@@ -268,6 +268,23 @@ def test_sigkill_at_every_stage(t):
         doc = table.read(topic)
         check_rows(doc, produced, f"after SIGKILL before '{stage}' and a restart")
         t.log(f"SIGKILL before {stage}: {len(doc['rows'])} rows, each once, {doc['snapshots']} snapshots")
+    # The killed attempts left files no snapshot references: maintenance finds and deletes
+    # them (grace 0 here), and expiry down to one snapshot keeps every row readable.
+    data_files = lambda: sorted(glob.glob(os.path.join(table.local(topic), "data", "**", "*.parquet"), recursive=True))
+    table.sync()
+    before = len(data_files())
+    refs = referenced_files(t, table, topic)
+    if before <= refs:
+        raise AssertionError(f"{before} data files for {refs} referenced: the killed attempts left none behind?")
+    table.run_once(topic, "--orphan-grace-ms", "0", "--expire-after-ms", "0", "--keep-snapshots", "1")
+    doc = table.read(topic)
+    check_rows(doc, produced, "after maintenance")
+    after = len(data_files())
+    if after != referenced_files(t, table, topic) or doc["snapshots"] != 1:
+        raise AssertionError(f"after maintenance: {after} data files for {referenced_files(t, table, topic)} referenced, "
+                             f"{doc['snapshots']} snapshots (expected 1)")
+    metadata_avro = glob.glob(os.path.join(table.local(topic), "metadata", "*.avro"))
+    t.log(f"maintenance: {before} -> {after} data files, 1 snapshot, {len(metadata_avro)} manifest files left")
 
 
 def test_two_sinks_at_once(t):

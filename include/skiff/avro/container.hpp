@@ -65,6 +65,9 @@ private:
 struct reader_options {
     reader_options() {}
     std::size_t max_block_bytes = std::size_t{64} << 20; // a block's data after decompression
+    // All blocks' data after decompression: a small file of highly compressed blocks must not
+    // decode into gigabytes.
+    std::size_t max_total_bytes = std::size_t{256} << 20;
     decode_limits limits;
 };
 

@@ -219,6 +219,20 @@ TEST_CASE("corrupt files are errors, never crashes", "[avro]") {
         REQUIRE(!c);
         CHECK(c.error().code == errc::too_large);
         CHECK(read_container(f));
+        // Many such blocks: each within the block limit, together beyond the total.
+        auto many = container_writer::create(R"("string")", o);
+        REQUIRE(many);
+        for (int i = 0; i < 8; ++i) REQUIRE(many->append(value(std::string(1 << 20, 'a'))));
+        const std::string big = *many->finish();
+        CHECK(big.size() < 80000);
+        reader_options total;
+        total.max_total_bytes = 4 << 20;
+        auto t = read_container(big, total);
+        REQUIRE(!t);
+        CHECK(t.error().code == errc::too_large);
+        auto whole = read_container(big);
+        REQUIRE(whole);
+        CHECK(whole->records.size() == 8);
     }
     SECTION("garbage inside a deflate block") {
         std::string f = good_z;

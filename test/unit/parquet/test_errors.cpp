@@ -131,6 +131,12 @@ TEST_CASE("errors: levels out of range", "[parquet][errors]") {
     CHECK(v.fails().code == errc::value_mismatch);
 }
 
+TEST_CASE("errors: a default-constructed schema has no columns to write", "[parquet][errors]") {
+    file_writer w{schema()};
+    CHECK(w.write_row_group({}).error().code == errc::invalid_schema);
+    CHECK(w.finish().error().code == errc::invalid_schema);
+}
+
 TEST_CASE("errors: rows must agree across columns", "[parquet][errors]") {
     fixture f;
     f.c[7].push_null(0);

@@ -213,6 +213,45 @@ TEST_CASE("writer: pages walk end to end and decode", "[parquet][writer]") {
     }
 }
 
+TEST_CASE("writer: small pages split dictionary indices and list levels at row boundaries", "[parquet][writer]") {
+    writer_options o;
+    o.page_size = 256;
+    const file_result f = sample::write(o);
+    auto m = read_footer(f.bytes);
+    REQUIRE(m);
+    for (std::size_t col : {std::size_t{5}, std::size_t{7}}) { // headers...key (a list), s (strings)
+        const auto& c = m->row_groups[1].columns[col];
+        REQUIRE(c.dictionary_page_offset);
+        const page d = read_page(f.bytes, static_cast<std::size_t>(*c.dictionary_page_offset));
+        CHECK(d.type == 2);
+        CHECK(static_cast<std::int64_t>(d.body) + d.compressed == c.data_page_offset);
+        std::size_t at = static_cast<std::size_t>(c.data_page_offset);
+        std::int64_t values = 0, pages = 0;
+        while (values < c.num_values) {
+            const page p = read_page(f.bytes, at);
+            CHECK(p.type == 0);
+            CHECK(p.encoding == 8);
+            if (col == 5) {
+                // A page starts a row: its first repetition level is 0. Levels come first: a
+                // 4-byte length, then a run header; bit width 1, so the value is the low bit of
+                // the next byte (RLE and bit-packed alike).
+                std::string body(static_cast<std::size_t>(p.uncompressed), '\0');
+                REQUIRE(ZSTD_decompress(body.data(), body.size(), f.bytes.data() + p.body,
+                                        static_cast<std::size_t>(p.compressed)) == body.size());
+                std::size_t h = 4;
+                while (static_cast<unsigned char>(body[h]) & 0x80) ++h; // the varint run header
+                CHECK((static_cast<unsigned char>(body[h + 1]) & 1) == 0);
+            }
+            values += p.num_values;
+            ++pages;
+            at = p.body + static_cast<std::size_t>(p.compressed);
+        }
+        CHECK(values == c.num_values);
+        CHECK(pages > 1);
+        CHECK(static_cast<std::int64_t>(at) == *c.dictionary_page_offset + c.total_compressed_size);
+    }
+}
+
 TEST_CASE("writer: dictionary page and indices, uncompressed", "[parquet][writer]") {
     writer_options o;
     o.compression = codec::uncompressed;

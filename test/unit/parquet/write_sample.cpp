@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
 
     skiff::parquet::writer_options z;
     z.compression = skiff::parquet::codec::zstd;
-    z.page_size = 2048;
+    z.page_size = 256; // many pages per chunk, dictionary indices and list levels included
     z.key_value_metadata = {{"skiff.sample", "zstd"}, {"iceberg.schema", "{}"}};
     skiff::parquet::writer_options p;
     p.compression = skiff::parquet::codec::uncompressed;

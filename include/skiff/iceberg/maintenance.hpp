@@ -1,0 +1,51 @@
+// Table maintenance for the sink's tables: expire old snapshots, then delete the files no
+// live snapshot references (those of expired snapshots, of steps that lost a race, of a sink
+// killed before its commit). Both are crash-safe: expiry is a commit like any other (a lost
+// race re-reads and tries again), and a file is deleted only when the current metadata does
+// not reference it and its name says it was made longer ago than `orphan_grace` (a sink's
+// commit in flight references files the metadata does not yet know; it is never that old).
+// Files whose names carry no time (another writer's) are never deleted.
+//
+// One core: the store's.
+#pragma once
+
+#include <skiff/core/result.hpp>
+#include <skiff/iceberg/errc.hpp>
+#include <skiff/iceberg/table_store.hpp>
+#include <skiff/runtime/task.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <stop_token>
+#include <string_view>
+
+namespace skiff::iceberg {
+
+struct maintenance_config {
+    maintenance_config() {}
+    std::chrono::milliseconds expire_after{7LL * 24 * 3600 * 1000}; // snapshots older than this go...
+    int keep_snapshots = 10;                                         // ...except the newest this many
+    std::chrono::milliseconds orphan_grace{3600 * 1000};             // unreferenced files younger than this stay
+    int max_commit_attempts = 16;
+};
+
+struct maintenance_result {
+    maintenance_result() = default;
+    int expired_snapshots = 0;
+    int version = 0;              // the table's version afterwards
+    std::int64_t deleted_files = 0;
+    std::int64_t deleted_bytes = 0;
+    std::int64_t kept_young = 0;  // unreferenced but within the grace period
+    std::int64_t referenced_files = 0;
+};
+
+// Expires, then deletes orphans. `now_ms`: wall clock in ms (a parameter for tests).
+runtime::task<result<maintenance_result, iceberg_error>> maintain(table_store& table, const maintenance_config& cfg,
+                                                                   std::int64_t now_ms, std::stop_token st);
+
+// The creation time (ms) in a file name the sink wrote: "<ms>-..." or "snap-<id>-<n>-<ms>-...";
+// nullopt for any other name.
+std::optional<std::int64_t> file_time_ms(std::string_view key);
+
+} // namespace skiff::iceberg
