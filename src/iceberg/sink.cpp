@@ -191,6 +191,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
     if (!refreshed) co_return iceberg_error(errc::store_failed, "discovering segments: " + refreshed.error().message);
     std::vector<reader::segment_ref> planned;
     for (const auto& [p, ps] : i.discovery.partitions()) {
+        if (i.cfg.owns_partition && !i.cfg.owns_partition(p)) continue;
         reader::scan_bounds b;
         auto it = next.find(p);
         const std::int64_t from = it == next.end() ? 0 : it->second;

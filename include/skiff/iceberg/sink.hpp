@@ -53,6 +53,9 @@ struct sink_config {
     reader::scan_config scan;
     // Called after every step that committed or gave up; for logs and metrics.
     std::function<void(const step_result&)> on_step;
+    // Only partitions for which this returns true are read (a broker in a cluster sinks the
+    // partitions it owns; the others' sinks commit theirs to the same table). Empty: all.
+    std::function<bool(std::int32_t partition)> owns_partition;
     // Test hook: called at each stage of a step ("data", "manifest", "list", "commit") before
     // it runs; returning false stops the step there as a crash would (nothing cleaned up).
     std::function<bool(std::string_view stage)> before_stage;

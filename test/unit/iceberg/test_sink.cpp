@@ -1,0 +1,231 @@
+// The sink over a memory bucket: a step commits every record once with the table's offsets;
+// a racing commit that covers other partitions is rebased on, one that covers ours makes the
+// step give its files up; a step killed before its commit leaves files maintenance deletes;
+// expiry keeps the rows readable.
+#include "../reader/reader_fixtures.hpp"
+#include "run_task.hpp"
+
+#include <skiff/iceberg/maintenance.hpp>
+#include <skiff/iceberg/manifest.hpp>
+#include <skiff/iceberg/sink.hpp>
+#include <skiff/iceberg/table_store.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+using namespace skiff;
+using namespace skiff::iceberg;
+using namespace skiff::test;
+using skiff::runtime::task;
+
+namespace {
+
+sink_config config_for(const std::string& topic) {
+    sink_config c;
+    c.ns = reader_ns;
+    c.topic = topic;
+    c.table_prefix = "iceberg/default/" + topic;
+    c.location = "s3://bucket/iceberg/default/" + topic;
+    c.partition_by = partitioning::identity_partition;
+    c.projections = {};
+    return c;
+}
+
+result<step_result, iceberg_error> step(sink& s) {
+    return run_task([&]() -> task<result<step_result, iceberg_error>> { co_return co_await s.step({}); }());
+}
+
+loaded_table load(table_store& t) {
+    auto r = run_task([&]() -> task<result<loaded_table, iceberg_error>> { co_return co_await t.load({}); }());
+    REQUIRE(r);
+    return std::move(*r);
+}
+
+// Rows per partition over every data file the current snapshot references.
+std::map<std::int32_t, std::int64_t> rows_in_table(table_store& t) {
+    auto l = load(t);
+    std::map<std::int32_t, std::int64_t> out;
+    auto cur = l.metadata.current_snapshot();
+    if (!cur) return out;
+    auto body = run_task([&]() -> task<result<std::string, iceberg_error>> {
+        co_return co_await t.read(*t.key_of(cur->manifest_list), {});
+    }());
+    REQUIRE(body);
+    auto list = read_manifest_list(*body);
+    REQUIRE(list);
+    for (const auto& mf : list->manifests) {
+        auto mb = run_task([&]() -> task<result<std::string, iceberg_error>> { co_return co_await t.read(*t.key_of(mf.manifest_path), {}); }());
+        REQUIRE(mb);
+        auto m = read_manifest(*mb);
+        REQUIRE(m);
+        for (const auto& e : m->entries) {
+            REQUIRE(e.file.partition.size() == 1);
+            out[*e.file.partition[0].get_if<std::int32_t>()] += e.file.record_count;
+        }
+    }
+    return out;
+}
+
+std::int64_t now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+TEST_CASE("a step commits what is new, once, and records where each partition resumes", "[iceberg][sink]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    put_segment(*bucket, "t", 0, 0, {value_batch(0, 5), value_batch(5, 5)});
+    put_segment(*bucket, "t", 1, 0, {value_batch(0, 3)});
+    storage::memory_store store(bucket);
+    sink s(store, config_for("t"));
+    auto r = step(s);
+    REQUIRE(r);
+    CHECK(r->committed);
+    CHECK(r->rows == 13);
+    CHECK(r->files == 2); // identity(partition): one file per Kafka partition
+    CHECK(r->next_offsets == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 3}});
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 3}});
+    // Nothing new: no commit. New records: only they are added.
+    auto again = step(s);
+    REQUIRE(again);
+    CHECK_FALSE(again->committed);
+    put_segment(*bucket, "t", 1, 3, {value_batch(3, 4)});
+    auto more = step(s);
+    REQUIRE(more);
+    CHECK(more->committed);
+    CHECK(more->rows == 4);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 7}});
+    CHECK(load(t).metadata.current_snapshot()->summary.at("total-records") == "17");
+    // A second sink (a restart) resumes from the table, not from its own memory.
+    sink restarted(store, config_for("t"));
+    auto none = step(restarted);
+    REQUIRE(none);
+    CHECK_FALSE(none->committed);
+    CHECK(none->next_offsets == std::map<std::int32_t, std::int64_t>{{0, 10}, {1, 7}});
+}
+
+TEST_CASE("sinks of different partitions rebase on each other; a covered step gives its files up", "[iceberg][sink]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    put_segment(*bucket, "t", 0, 0, {value_batch(0, 4)});
+    put_segment(*bucket, "t", 1, 0, {value_batch(0, 6)});
+    storage::memory_store store(bucket);
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+
+    auto c0 = config_for("t");
+    c0.owns_partition = [](std::int32_t p) { return p == 0; };
+    auto c1 = config_for("t");
+    c1.owns_partition = [](std::int32_t p) { return p == 1; };
+    sink s1(store, c1);
+    // Sink 0 is about to commit when sink 1 commits partition 1: sink 0 loses the race on that
+    // version, sees partition 0 untouched, and rebases.
+    bool raced = false;
+    c0.before_stage = [&](std::string_view stage) {
+        if (stage == "commit" && !raced) {
+            raced = true;
+            auto r = step(s1);
+            REQUIRE(r);
+            CHECK(r->committed);
+        }
+        return true;
+    };
+    sink s0(store, c0);
+    auto r0 = step(s0);
+    REQUIRE(r0);
+    CHECK(raced);
+    CHECK(r0->committed);
+    CHECK(r0->conflicts == 1);
+    CHECK(r0->next_offsets == std::map<std::int32_t, std::int64_t>{{0, 4}, {1, 6}});
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 4}, {1, 6}});
+    CHECK(load(t).metadata.current_snapshot()->summary.at("total-records") == "10");
+
+    // Two sinks of the same partition: the one that loses the race drops its step.
+    put_segment(*bucket, "t", 0, 4, {value_batch(4, 2)});
+    auto ca = config_for("t");
+    sink b(store, config_for("t"));
+    bool raced2 = false;
+    ca.before_stage = [&](std::string_view stage) {
+        if (stage == "commit" && !raced2) {
+            raced2 = true;
+            REQUIRE(step(b)->committed);
+        }
+        return true;
+    };
+    sink a(store, ca);
+    const auto files_before = bucket->objects.size();
+    auto ra = step(a);
+    REQUIRE(ra);
+    CHECK(ra->abandoned);
+    CHECK_FALSE(ra->committed);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 6}, {1, 6}});
+    // b's step added its data file, manifest, list and a metadata version; a left nothing
+    // (its data file, manifest and list were deleted).
+    CHECK(bucket->objects.size() == files_before + 4);
+}
+
+TEST_CASE("a step stopped before its commit leaves files that maintenance deletes", "[iceberg][sink][maintenance]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    put_segment(*bucket, "t", 0, 0, {value_batch(0, 4)});
+    storage::memory_store store(bucket);
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+    {
+        auto c = config_for("t");
+        c.before_stage = [](std::string_view stage) { return stage != "commit"; };
+        sink dying(store, c);
+        auto r = step(dying);
+        REQUIRE_FALSE(r);
+        CHECK(r.error().code == errc::cancelled);
+    }
+    sink s(store, config_for("t"));
+    auto r = step(s);
+    REQUIRE(r);
+    CHECK(r->committed);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 4}});
+    auto count = [&](std::string_view part) {
+        std::size_t n = 0;
+        for (auto& [k, v] : bucket->objects) n += k.find(part) != std::string::npos;
+        return n;
+    };
+    CHECK(count(".parquet") == 2);
+    CHECK(count("/snap-") == 2);
+    maintenance_config mc;
+    // Within the grace period nothing goes (a commit in flight would look the same).
+    auto young = run_task([&]() -> task<result<maintenance_result, iceberg_error>> { co_return co_await maintain(t, mc, now_ms(), {}); }());
+    REQUIRE(young);
+    CHECK(young->deleted_files == 0);
+    CHECK(young->kept_young == 3);
+    mc.orphan_grace = std::chrono::milliseconds(0);
+    auto m = run_task([&]() -> task<result<maintenance_result, iceberg_error>> { co_return co_await maintain(t, mc, now_ms() + 1, {}); }());
+    REQUIRE(m);
+    CHECK(m->deleted_files == 3); // the dead step's data file, manifest and list
+    CHECK(count(".parquet") == 1);
+    CHECK(count("/snap-") == 1);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 4}});
+}
+
+TEST_CASE("expiry removes old snapshots and their lists; rows stay", "[iceberg][maintenance]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    storage::memory_store store(bucket);
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+    sink s(store, config_for("t"));
+    for (int k = 0; k < 4; ++k) {
+        put_segment(*bucket, "t", 0, k * 3, {value_batch(k * 3, 3)});
+        REQUIRE(step(s)->committed);
+    }
+    CHECK(load(t).metadata.snapshots().size() == 4);
+    maintenance_config mc;
+    mc.expire_after = std::chrono::milliseconds(0);
+    mc.keep_snapshots = 2;
+    mc.orphan_grace = std::chrono::milliseconds(0);
+    auto m = run_task([&]() -> task<result<maintenance_result, iceberg_error>> { co_return co_await maintain(t, mc, now_ms() + 1, {}); }());
+    REQUIRE(m);
+    CHECK(m->expired_snapshots == 2);
+    CHECK(m->deleted_files == 2); // the two expired manifest lists; manifests are still listed
+    CHECK(load(t).metadata.snapshots().size() == 2);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 12}});
+    CHECK(file_time_ms("x/metadata/snap-12-1-1700000000000-ab-1.avro") == 1700000000000);
+    CHECK(file_time_ms("x/data/p=1/1700000000000-ab-1-0.parquet") == 1700000000000);
+    CHECK_FALSE(file_time_ms("x/metadata/v3.metadata.json"));
+    CHECK_FALSE(file_time_ms("x/data/00000-0-foreign.parquet"));
+}
