@@ -8,6 +8,7 @@
 #include <skiff/broker/broker.hpp>
 
 #include "connection.hpp"
+#include "iceberg_sinks.hpp"
 #include "ownership.hpp"
 #include "peers.hpp"
 #include "transactions.hpp"
@@ -548,6 +549,7 @@ runtime::task<void> core0_main(shard* sh, startup* su, std::stop_token stop, ser
             (void)http_gate.spawn(readiness_loop(sh, &obs)); // sets the "partitions" flag
         }
         if (shared.cluster) (void)sh->background.spawn(cluster_loop(sh));
+        if (!sh->cfg().iceberg.topics.empty()) (void)sh->background.spawn(run_iceberg_sinks(sh));
         std::string where;
         for (std::size_t i = 0; i < bound->size(); ++i) {
             if (i) where += ", ";

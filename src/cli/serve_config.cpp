@@ -175,6 +175,28 @@ const serve_flag flags[] = {
     {"transactional-id-expiration-ms", value_kind::number, "MS",
      "a transactional id idle this long is forgotten (Kafka's transactional.id.expiration.ms)",
      [](const cfg_t& c) { return ms(c.transactional_id_expiration); }},
+    {"iceberg-topics", value_kind::text, "T1,T2", "topics the broker appends to Iceberg tables in the store (docs/iceberg.md)",
+     [](const cfg_t& c) {
+         std::string out;
+         for (const auto& t : c.iceberg.topics) out += (out.empty() ? "" : ",") + t;
+         return out;
+     }},
+    {"iceberg-warehouse", value_kind::text, "PREFIX", "key prefix of the Iceberg tables (default iceberg/NAMESPACE)",
+     [](const cfg_t& c) { return c.iceberg.warehouse; }},
+    {"iceberg-location-base", value_kind::text, "URI",
+     "the URI engines reach the store's root at, written into table metadata (default: the store's)",
+     [](const cfg_t& c) { return c.iceberg.location_base; }},
+    {"iceberg-partition-by", value_kind::text, "day|partition|none", "Iceberg partitioning: day(timestamp), Kafka partition, none",
+     [](const cfg_t& c) { return std::string(iceberg::to_string(c.iceberg.partition_by)); }},
+    {"iceberg-project", value_kind::text, "NAME:TYPE:PATH;...",
+     "typed Iceberg columns from JSON values (TYPE string|long|double|boolean|timestamptz, PATH $.a.b)",
+     [](const cfg_t& c) {
+         std::string out;
+         for (const auto& p : c.iceberg.projections) out += (out.empty() ? "" : ";") + p.name + ":" + p.type + ":" + p.path;
+         return out;
+     }},
+    {"iceberg-commit-interval-ms", value_kind::number, "MS", "time between Iceberg commits",
+     [](const cfg_t& c) { return ms(c.iceberg.commit_interval); }},
     // The logger's own default; broker_config does not carry the level.
     {"log-level", value_kind::text, "LEVEL", "trace|debug|info|warn|error",
      [](const cfg_t&) { return std::string("info"); }},
@@ -437,6 +459,43 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
     if (s.has("transaction-max-timeout-ms")) cfg.transaction_max_timeout = std::chrono::milliseconds(n);
     if (auto e = number(s, "transactional-id-expiration-ms", 1000, std::int64_t{1} << 40, n)) return failure{*e};
     if (s.has("transactional-id-expiration-ms")) cfg.transactional_id_expiration = std::chrono::milliseconds(n);
+    if (auto* v = text("iceberg-topics")) {
+        std::string_view rest = *v;
+        while (!rest.empty()) {
+            auto comma = rest.find(',');
+            std::string t(rest.substr(0, comma));
+            if (t.empty() || t.size() > 249 ||
+                !std::all_of(t.begin(), t.end(), [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-'; })) {
+                return failure{"--iceberg-topics: '" + t + "' is not a topic name"};
+            }
+            cfg.iceberg.topics.push_back(std::move(t));
+            if (comma == std::string_view::npos) break;
+            rest.remove_prefix(comma + 1);
+        }
+    }
+    if (auto* v = text("iceberg-warehouse")) cfg.iceberg.warehouse = *v;
+    if (auto* v = text("iceberg-location-base")) cfg.iceberg.location_base = *v;
+    if (auto* v = text("iceberg-partition-by")) {
+        auto p = iceberg::parse_partitioning(*v);
+        if (!p) return failure{"--iceberg-partition-by: " + p.error().message};
+        cfg.iceberg.partition_by = *p;
+    }
+    if (auto* v = text("iceberg-project")) {
+        std::string_view rest = *v;
+        while (!rest.empty()) {
+            auto semi = rest.find(';');
+            std::string one(rest.substr(0, semi));
+            const auto a = one.find(':');
+            const auto b = a == std::string::npos ? a : one.find(':', a + 1);
+            if (b == std::string::npos) return failure{"--iceberg-project: '" + one + "': expected NAME:TYPE:PATH"};
+            cfg.iceberg.projections.emplace_back(one.substr(0, a), one.substr(a + 1, b - a - 1), one.substr(b + 1));
+            if (semi == std::string_view::npos) break;
+            rest.remove_prefix(semi + 1);
+        }
+        if (auto c = iceberg::check_projections(cfg.iceberg.projections); !c) return failure{"--iceberg-project: " + c.error().message};
+    }
+    if (auto e = number(s, "iceberg-commit-interval-ms", 10, 86400000, n)) return failure{*e};
+    if (s.has("iceberg-commit-interval-ms")) cfg.iceberg.commit_interval = std::chrono::milliseconds(n);
     if (auto e = number(s, "broker-id", 0, 2147483647, n)) return failure{*e};
     if (s.has("broker-id")) cfg.node_id = static_cast<std::int32_t>(n);
     if (auto e = number(s, "node-id", 0, 2147483647, n)) return failure{*e};

@@ -302,23 +302,22 @@ result<chunk_meta, parquet_error> write_chunk(const leaf& l, const column_data& 
     m.has_levels = l.max_def > 0 || l.max_rep > 0;
     m.stats = compute_stats(l, c, entries);
 
-    // Dictionary when it pays: dictionary page + indices smaller than PLAIN by a margin (the
-    // indices also compress worse than nothing at all when values are unique).
+    // Dictionary when it pays: dictionary page + indices at least 10% smaller than PLAIN (near
+    // the break-even point PLAIN compresses as well and costs no hash lookups to read).
     bool use_dict = false;
     std::size_t dict_bytes = 0;
-    if (o.dictionary && l.type != physical_type::boolean && nvalues > 0 && build_dictionary(l, c, o, s, dict_bytes)) {
-        const std::size_t n_dict = bytes ? s.dict_views.size() : s.dict_keys.size();
-        const int bw = std::max(1, bit_width(static_cast<std::uint32_t>(n_dict - 1)));
-        const std::size_t plain = bytes ? (c.bytes.size() + (l.type == physical_type::byte_array ? 4 * nvalues : 0))
-                                        : nvalues * plain_width(l.type);
-        const std::size_t dict_cost = dict_bytes + (nvalues * static_cast<std::size_t>(bw) + 7) / 8;
-        use_dict = dict_cost * 10 < plain * 9;
-    }
     int index_bw = 0;
-    if (use_dict) {
-        const std::size_t n_dict = bytes ? s.dict_views.size() : s.dict_keys.size();
+    std::size_t n_dict = 0;
+    if (o.dictionary && l.type != physical_type::boolean && nvalues > 0 && build_dictionary(l, c, o, s, dict_bytes)) {
+        n_dict = bytes ? s.dict_views.size() : s.dict_keys.size();
         // Bit width at least 1: some readers mishandle 0-bit indices of one-entry dictionaries.
         index_bw = std::max(1, bit_width(static_cast<std::uint32_t>(n_dict - 1)));
+        const std::size_t plain = bytes ? (c.bytes.size() + (l.type == physical_type::byte_array ? 4 * nvalues : 0))
+                                        : nvalues * plain_width(l.type);
+        const std::size_t dict_cost = dict_bytes + (nvalues * static_cast<std::size_t>(index_bw) + 7) / 8;
+        use_dict = dict_cost * 10 < plain * 9;
+    }
+    if (use_dict) {
         s.page.clear();
         append_dictionary_plain(s.page, l, s);
         m.dictionary_page_offset = static_cast<std::int64_t>(out.size());

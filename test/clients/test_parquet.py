@@ -8,7 +8,7 @@ write, computed from a formula; verify_parquet.mjs prints what the readers see. 
 encodings and statistics must match.
 
     test_parquet.py --sample build/test/unit/parquet/parquet_write_sample
-Exits 0 on success, 1 on a mismatch, 77 (skipped) without node or the npm packages.
+Exits 0 on success, 1 on a mismatch or without node and the npm packages.
 """
 import argparse
 import json
@@ -47,8 +47,9 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
     if shutil.which("node") is None or not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@duckdb")):
-        print("skipped: node or test/clients/node/node_modules missing (tools/install-deps.sh --all)")
-        return 77
+        # A missing verifier is a failure, never a skip (tools/install-deps.sh --all installs it).
+        print("FAIL: node or test/clients/node/node_modules missing (tools/install-deps.sh --all)")
+        return 1
 
     tmp = tempfile.mkdtemp(prefix="skiff-parquet-")
     try:

@@ -5,6 +5,7 @@
 #include <skiff/s3/client.hpp>
 #include <skiff/broker/listener.hpp>
 #include <skiff/broker/quota.hpp>
+#include <skiff/iceberg/schema.hpp>
 #include <skiff/storage/hedge.hpp>
 #include <skiff/storage/partition_log.hpp>
 #include <skiff/tls/context.hpp>
@@ -18,6 +19,18 @@
 #include <vector>
 
 namespace skiff::broker {
+
+// Iceberg tables the broker writes from its topics (docs/iceberg.md): one sink per topic on
+// core 0, over the partitions this broker owns.
+struct iceberg_settings {
+    iceberg_settings() = default;
+    std::vector<std::string> topics;            // empty: no sink
+    std::string warehouse;                      // key prefix of the tables; empty: "iceberg/<namespace>"
+    std::string location_base;                  // the URI engines read the store's root at; empty: the store's
+    iceberg::partitioning partition_by = iceberg::partitioning::day;
+    std::vector<iceberg::projection> projections;
+    std::chrono::milliseconds commit_interval{10000};
+};
 
 struct broker_config {
     broker_config() = default;
@@ -126,6 +139,7 @@ struct broker_config {
     std::chrono::milliseconds transaction_max_timeout{900000};
     // Kafka's transactional.id.expiration.ms: an id idle this long is forgotten (seven days).
     std::chrono::milliseconds transactional_id_expiration{604800000};
+    iceberg_settings iceberg;
     // How many of a partition's last offsets are replayed to rebuild its idempotent producers
     // and open transactions when it is first needed after opening (not a flag: tests shrink it
     // to reach the abort index, which covers what lies before).

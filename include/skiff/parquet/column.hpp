@@ -35,6 +35,8 @@ struct column_data {
     std::vector<std::size_t> ends;
 
     // An entry with no value at this leaf: def < max_def says at which level the path stops.
+    // On a required leaf (max_def 0) there is no such entry and nothing is stored; the writer
+    // then reports the column's row count as different from the others'.
     void push_null(std::uint8_t def, std::uint8_t rep = 0) { levels(def, rep); }
     void push_bool(bool v, std::uint8_t rep = 0) {
         levels(max_def, rep);

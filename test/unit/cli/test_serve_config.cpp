@@ -106,6 +106,12 @@ const std::map<std::string, std::string> sample_values = {
     {"group-initial-rebalance-delay-ms", "100"},
     {"transaction-max-timeout-ms", "600000"},
     {"transactional-id-expiration-ms", "86400000"},
+    {"iceberg-topics", "\"orders,clicks\""},
+    {"iceberg-warehouse", "\"lake/prod\""},
+    {"iceberg-location-base", "\"s3a://bucket\""},
+    {"iceberg-partition-by", "\"partition\""},
+    {"iceberg-project", "\"amount:double:$.amount;who:string:$.user.name\""},
+    {"iceberg-commit-interval-ms", "5000"},
     {"log-level", "\"warn\""},
 };
 // The rest of the line that sets `key` in --print-config's output, from the "=" on.
