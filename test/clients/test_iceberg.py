@@ -49,13 +49,13 @@ class Table:
     """Where a test's tables live and how to read them: the local data directory served over
     HTTP, or (S3) a mirror of the bucket's warehouse prefix made with `skiff s3` and served."""
 
-    def __init__(self, t, b):
+    def __init__(self, t, b, root=None):
         self.t, self.b = t, b
         if b.store == "s3":
             self.root = os.path.join(t.workdir, "mirror")
-            os.makedirs(self.root, exist_ok=True)
         else:
-            self.root = b.data_dir
+            self.root = root or b.data_dir
+        os.makedirs(self.root, exist_ok=True)
         self.base = serve_dir(t, self.root)
 
     def target(self):
@@ -318,6 +318,94 @@ def test_two_sinks_at_once(t):
           f"{sum(1 for line in logs.splitlines() if 'conflicts)' in line and '(0 conflicts)' not in line)} commits rebased")
 
 
+def wait_rows(t, table, topic, produced, timeout=60):
+    """Polls the table until icebird reads every produced record (then checks them)."""
+    last = {}
+
+    def complete():
+        try:
+            last["doc"] = table.read(topic)
+        except AssertionError as e:  # no table yet
+            last["err"] = str(e)[-300:]
+            return None
+        return len(last["doc"]["rows"]) >= len(produced) and last["doc"]
+    doc = broker.wait_until(complete, timeout, f"the table of {topic} to hold {len(produced)} rows", interval=0.5,
+                            describe=lambda: (len(last["doc"]["rows"]) if "doc" in last else last.get("err")))
+    check_rows(doc, produced, "written by the broker's sink")
+    return doc
+
+
+def test_serve_sinks_its_topics(t):
+    b = t.broker(start=False)
+    table = Table(t, b)
+    topic = t.topic("icesrv")
+    b.extra_args += ["--iceberg-topics", topic, "--iceberg-commit-interval-ms", "200",
+                     "--iceberg-location-base", table.base, "--iceberg-partition-by", "partition",
+                     "--iceberg-project", "amount:double:$.amount;customer:string:$.customer"]
+    if b.store == "s3":
+        b.extra_args += ["--iceberg-warehouse", table.warehouse()]
+    b.start()
+    create_topic(b, topic, PARTITIONS)
+    produced = produce(b, topic, make_messages("s", 300))
+    t0 = time.monotonic()
+    doc = wait_rows(t, table, topic, produced)
+    t.log(f"the broker's sink committed {len(produced)} rows in {doc['snapshots']} snapshots "
+          f"{time.monotonic() - t0:.1f} s after the last acknowledgement")
+    rows = broker.metric_counter(b, "skiff_iceberg_rows_total", topic=topic)
+    if rows != len(produced):
+        raise AssertionError(f"skiff_iceberg_rows_total {rows}, {len(produced)} committed")
+    lag = broker.metric_gauge(b, "skiff_iceberg_visible_lag_ms", topic=topic)
+    if lag is None or lag < 0:
+        raise AssertionError(f"skiff_iceberg_visible_lag_ms {lag}")
+    # A restarted broker resumes from the table: more records, each once.
+    b.stop()
+    b.start()
+    produced.update(produce(b, topic, make_messages("s2", 150)))
+    wait_rows(t, table, topic, produced)
+    b.stop()
+
+
+def test_cluster_brokers_sink_their_partitions(t):
+    """Three brokers on etcd, each sinking the partitions it owns into one table: their commits
+    race and rebase on each other; a killed broker's partitions are sunk by their new owner."""
+    import test_cluster
+    shared_dir = os.path.join(t.workdir, "shared-data")
+    topic = t.topic("iceclu")
+    # The table is served before the brokers start: its location goes into their flags.
+    placeholder = type("B", (), {"store": t.store, "data_dir": shared_dir, "namespace": None,
+                                 "s3_endpoint": os.environ.get("S3_ENDPOINT")})()
+    table = Table(t, placeholder, root=shared_dir)
+    extra = ["--iceberg-topics", topic, "--iceberg-commit-interval-ms", "100", "--iceberg-location-base", table.base,
+             "--iceberg-partition-by", "partition",
+             "--iceberg-project", "amount:double:$.amount;customer:string:$.customer"]
+    if t.store == "s3":
+        extra += ["--iceberg-warehouse", "iceberg/cluster"]
+    e, bs = test_cluster.start_cluster(t, extra=extra, s3_endpoint=os.environ.get("S3_ENDPOINT") if t.store == "s3" else None)
+    placeholder.namespace = bs[0].namespace
+    if t.store == "s3":
+        table.warehouse = lambda: "iceberg/cluster"
+    create_topic(bs[0], topic, 6)
+    msgs = [(i % 6, *m[1:]) for i, m in enumerate(make_messages("c", 600))]
+    produced = produce(bs[0], topic, msgs)
+    doc = wait_rows(t, table, topic, produced, timeout=90)
+    commits = {b.name: broker.metric_counter(b, "skiff_iceberg_commits_total", topic=topic) for b in bs}
+    conflicts = sum(broker.metric_counter(b, "skiff_iceberg_conflicts_total", topic=topic) for b in bs)
+    if sum(1 for c in commits.values() if c > 0) < 2:
+        raise AssertionError(f"commits per broker {commits}: the partitions were not sunk by their owners")
+    t.log(f"{len(produced)} rows once in {doc['snapshots']} snapshots; commits per broker {commits}, "
+          f"{conflicts} lost races rebased")
+    # SIGKILL one broker: its partitions move, and their new owners sink what follows.
+    victim = bs[2]
+    victim.kill()
+    survivors = bs[:2]
+    test_cluster.wait_settled(survivors, timeout=60)
+    produced.update(produce(survivors[0], topic, [(i % 6, *m[1:]) for i, m in enumerate(make_messages("d", 300))]))
+    doc = wait_rows(t, table, topic, produced, timeout=90)
+    t.log(f"after {victim.name} was killed: {len(produced)} rows once in {doc['snapshots']} snapshots")
+    for b in survivors:
+        b.stop()
+
+
 def test_usage_errors(t):
     for args, words in [([], "usage"), (["/tmp/x"], "--topic"),
                         (["/tmp/x", "--topic", "a", "--partition-by", "hour"], "partition-by"),
@@ -335,5 +423,7 @@ if __name__ == "__main__":
         (test_sink_reads_every_record_once, 300),
         (test_sigkill_at_every_stage, 300),
         (test_two_sinks_at_once, 300),
+        (test_serve_sinks_its_topics, 300),
+        (test_cluster_brokers_sink_their_partitions, 300),
         test_usage_errors,
     ])
