@@ -6,6 +6,7 @@
 #include <skiff/core/log.hpp>
 #include <skiff/iceberg/manifest.hpp>
 #include <skiff/iceberg/table_store.hpp>
+#include <skiff/metrics/trace.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
@@ -175,6 +176,11 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
     const auto t0 = std::chrono::steady_clock::now();
     ++i.stats.steps;
     step_result out;
+    // One trace per step: read, upload, manifest, each commit attempt (the observability
+    // endpoint's timeline shows them beside the flushes).
+    auto trace = metrics::span::root("iceberg_step");
+    trace.set("topic", i.cfg.topic);
+    trace.set("outcome", "failed");
     auto loaded = co_await i.ensure_table(st);
     if (!loaded) co_return loaded.error();
     loaded_table t = std::move(*loaded);
@@ -209,6 +215,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
     out.version = t.version;
     out.next_offsets = next;
     if (planned.empty()) {
+        trace.set("outcome", "nothing new");
         i.more_pending = false;
         out.took = std::chrono::steady_clock::now() - t0;
         co_return out;
@@ -226,6 +233,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
     std::map<std::int32_t, std::int64_t> read_next = next;
     bool cut = false;
     {
+        auto read_span = trace.child("read");
         reader::scan_bounds none;
         reader::segment_scan scan(i.store, i.cfg.ns, std::move(planned), none, i.cfg.scan);
         while (true) {
@@ -256,12 +264,15 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
             }
         }
         co_await scan.close();
+        read_span.set("rows", out.rows);
+        read_span.set("record_bytes", static_cast<std::int64_t>(builder->pending_bytes()));
     }
     i.more_pending = cut;
     out.more = cut;
     out.record_bytes = static_cast<std::int64_t>(builder->pending_bytes());
     out.dead_letters = builder->dead_letters();
     if (out.rows == 0) {
+        trace.set("outcome", "nothing new");
         out.took = std::chrono::steady_clock::now() - t0;
         co_return out;
     }
@@ -292,7 +303,11 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
         const std::string& body = (*files)[k].bytes;
         puts.push_back(i.table.write(written[k], std::span<const char>(body.data(), body.size()), st));
     }
+    auto upload_span = trace.child("upload");
+    upload_span.set("files", static_cast<std::int64_t>(files->size()));
+    upload_span.set("bytes", out.file_bytes);
     auto put_results = co_await runtime::when_all(std::move(puts));
+    upload_span.end();
     for (auto& r : put_results) {
         if (!r) {
             co_await i.remove_quietly(written, st);
@@ -358,6 +373,8 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
                     co_await i.remove_quietly(written, st);
                     ++i.stats.abandoned;
                     out.abandoned = true;
+                    trace.set("outcome", "abandoned");
+                    trace.set("conflicts", out.conflicts);
                     out.committed = false;
                     out.version = t.version;
                     out.next_offsets = table_next;
@@ -426,8 +443,17 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
         auto nextmd = t.metadata.with_snapshot(s, prev, now_ms());
         if (!nextmd) co_return nextmd.error();
         if (!i.stage("commit")) co_return iceberg_error(errc::cancelled, "stopped before the commit (test hook)");
+        auto commit_span = trace.child("commit");
+        commit_span.set("version", t.version + 1);
         auto c = co_await i.table.commit(t.version, *nextmd, st);
+        commit_span.set("outcome", c ? "committed" : c.error().code == errc::conflict ? "conflict" : "failed");
+        commit_span.end();
         if (c) {
+            trace.set("outcome", "committed");
+            trace.set("rows", out.rows);
+            trace.set("files", out.files);
+            trace.set("file_bytes", out.file_bytes);
+            trace.set("version", *c);
             if (!stale_lists.empty()) co_await i.remove_quietly(std::move(stale_lists), st);
             ++i.stats.commits;
             i.stats.rows += static_cast<std::uint64_t>(out.rows);
@@ -440,6 +466,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
             out.snapshot_id = snapshot_id;
             out.next_offsets = merged;
             out.took = std::chrono::steady_clock::now() - t0;
+            trace.set("conflicts", out.conflicts);
             if (i.cfg.on_step) i.cfg.on_step(out);
             co_return out;
         }

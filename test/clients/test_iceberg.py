@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import broker  # noqa: E402
@@ -357,6 +358,16 @@ def test_serve_sinks_its_topics(t):
     lag = broker.metric_gauge(b, "skiff_iceberg_visible_lag_ms", topic=topic)
     if lag is None or lag < 0:
         raise AssertionError(f"skiff_iceberg_visible_lag_ms {lag}")
+    # A trace per step: read, upload, commit, with what was committed.
+    with urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/traces?root=iceberg_step&limit=50", timeout=10) as r:
+        traces = json.loads(r.read())["traces"]
+    committed = [tr for tr in traces for sp in tr["spans"]
+                 if sp["name"] == "iceberg_step" and sp.get("attributes", {}).get("outcome") == "committed"]
+    if not committed:
+        raise AssertionError(f"no committed iceberg_step trace among {len(traces)}: {json.dumps(traces)[:1500]}")
+    names = {sp["name"] for sp in committed[0]["spans"]}
+    if not {"iceberg_step", "read", "upload", "commit"} <= names:
+        raise AssertionError(f"a committed step's trace has spans {names}")
     # A restarted broker resumes from the table: more records, each once.
     b.stop()
     b.start()
