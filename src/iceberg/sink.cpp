@@ -448,12 +448,23 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
         auto c = co_await i.table.commit(t.version, *nextmd, st);
         commit_span.set("outcome", c ? "committed" : c.error().code == errc::conflict ? "conflict" : "failed");
         commit_span.end();
-        if (c) {
+        int landed = c ? *c : 0;
+        if (!c && c.error().code != errc::conflict) co_return c.error(); // our files stay: it may have landed
+        if (!c) {
+            auto reloaded = co_await i.table.load(st);
+            if (!reloaded) co_return reloaded.error();
+            t = std::move(*reloaded);
+            // Our own version, whose answer was lost: the store retried the PUT and found it
+            // there. The snapshot id is ours alone (random), so this is a success, and
+            // deleting "our" files now would break the table.
+            if (t.metadata.find_snapshot(snapshot_id)) landed = t.version;
+        }
+        if (landed) {
             trace.set("outcome", "committed");
             trace.set("rows", out.rows);
             trace.set("files", out.files);
             trace.set("file_bytes", out.file_bytes);
-            trace.set("version", *c);
+            trace.set("version", landed);
             if (!stale_lists.empty()) co_await i.remove_quietly(std::move(stale_lists), st);
             ++i.stats.commits;
             i.stats.rows += static_cast<std::uint64_t>(out.rows);
@@ -462,7 +473,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
             i.stats.files += static_cast<std::uint64_t>(out.files);
             i.stats.dead_letters += out.dead_letters;
             out.committed = true;
-            out.version = *c;
+            out.version = landed;
             out.snapshot_id = snapshot_id;
             out.next_offsets = merged;
             out.took = std::chrono::steady_clock::now() - t0;
@@ -470,14 +481,10 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
             if (i.cfg.on_step) i.cfg.on_step(out);
             co_return out;
         }
-        if (c.error().code != errc::conflict) co_return c.error();
         ++out.conflicts;
         ++i.stats.conflicts;
         stale_lists.push_back(list_key);
         manifests.clear();
-        auto reloaded = co_await i.table.load(st);
-        if (!reloaded) co_return reloaded.error();
-        t = std::move(*reloaded);
         if (t.metadata.current_schema_id() != info.schema_id || t.metadata.default_spec_id() != info.spec.spec_id) {
             // The schema or spec changed under us: the files follow the old one. Start over.
             co_await i.remove_quietly(written, st);

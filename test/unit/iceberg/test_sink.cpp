@@ -229,3 +229,79 @@ TEST_CASE("expiry removes old snapshots and their lists; rows stay", "[iceberg][
     CHECK_FALSE(file_time_ms("x/metadata/v3.metadata.json"));
     CHECK_FALSE(file_time_ms("x/data/00000-0-foreign.parquet"));
 }
+
+namespace {
+
+// The S3 client's view of a commit whose answer was lost: it retried the conditional PUT, and
+// the retry found the object there (412). The first metadata version PUT after `arm` lands and
+// answers precondition_failed.
+class retried_commit_store final : public storage::object_store {
+public:
+    explicit retried_commit_store(std::shared_ptr<storage::memory_bucket> b) : _inner(std::move(b)) {}
+    bool armed = false;
+    runtime::task<result<void, storage::store_error>> put(std::string key, std::span<const char> body, bool if_absent,
+                                                          std::stop_token st) override {
+        const bool hit = armed && if_absent && key.ends_with(".metadata.json");
+        auto r = co_await _inner.put(key, body, if_absent, st);
+        if (hit && r) {
+            armed = false;
+            co_return storage::store_error(storage::errc::precondition_failed, "the retry found the object");
+        }
+        co_return r;
+    }
+    runtime::task<result<storage::get_result, storage::store_error>> get(std::string key, std::optional<storage::byte_range> range,
+                                                                         std::stop_token st) override {
+        return _inner.get(std::move(key), range, std::move(st));
+    }
+    runtime::task<result<std::uint64_t, storage::store_error>> size(std::string key, std::stop_token st) override {
+        return _inner.size(std::move(key), std::move(st));
+    }
+    runtime::task<result<void, storage::store_error>> remove(std::string key, std::stop_token st) override {
+        return _inner.remove(std::move(key), std::move(st));
+    }
+    runtime::task<result<storage::list_result, storage::store_error>> list(std::string prefix, std::string start_after,
+                                                                           std::string token, int max_keys,
+                                                                           std::stop_token st) override {
+        return _inner.list(std::move(prefix), std::move(start_after), std::move(token), max_keys, std::move(st));
+    }
+    std::string describe() const override { return "retried-commit"; }
+
+private:
+    storage::memory_store _inner;
+};
+
+} // namespace
+
+TEST_CASE("a commit whose answer was lost is the step's own success, never a reason to delete", "[iceberg][sink]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    put_segment(*bucket, "t", 0, 0, {value_batch(0, 5)});
+    retried_commit_store store(bucket);
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+    sink s(store, config_for("t"));
+    REQUIRE(step(s)->committed); // creates the table (version 1) and commits version 2
+    put_segment(*bucket, "t", 0, 5, {value_batch(5, 3)});
+    store.armed = true;
+    auto r = step(s);
+    REQUIRE(r);
+    CHECK(r->committed);
+    CHECK_FALSE(r->abandoned);
+    CHECK(r->conflicts == 0);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 8}});
+    // Every data file the table references is still there.
+    std::size_t parquet = 0;
+    for (auto& [k, v] : bucket->objects) parquet += k.ends_with(".parquet");
+    CHECK(parquet == 2);
+
+    // The same with the answer lost outright (a transient error, the PUT applied): the step
+    // fails, keeps its files, and the next step finds its offsets committed.
+    storage::memory_store plain(bucket);
+    plain.add_fault(storage::mem_fault_rule("put", ".metadata.json", storage::mem_fault::lost_answer, 1));
+    sink s2(plain, config_for("t"));
+    put_segment(*bucket, "t", 0, 8, {value_batch(8, 2)});
+    auto failed = step(s2);
+    REQUIRE_FALSE(failed);
+    auto after = step(s2);
+    REQUIRE(after);
+    CHECK_FALSE(after->committed);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 10}});
+}
