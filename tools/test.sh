@@ -63,7 +63,8 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
   CXX=clang++-14 meson setup build-fuzz -Dfuzzers=true -Db_lundef=false -Dtests=true >/dev/null
 fi
 # name in the build dir : seed folder under test/fuzz/corpus
-fuzzers=("test/fuzz/fuzz_formats:formats" "test/fuzz/kafka/fuzz_kafka_request:kafka" "test/fuzz/fuzz_sasl:sasl")
+fuzzers=("test/fuzz/fuzz_formats:formats" "test/fuzz/kafka/fuzz_kafka_request:kafka" "test/fuzz/fuzz_sasl:sasl"
+         "test/fuzz/fuzz_iceberg:iceberg")
 ninja -C build-fuzz -j "$jobs" "${fuzzers[@]%%:*}"
 for entry in "${fuzzers[@]}"; do
   target=build-fuzz/${entry%%:*}; seeds=test/fuzz/corpus/${entry##*:}

@@ -89,6 +89,7 @@ runtime::task<result<loaded_table, iceberg_error>> table_store::load(std::stop_t
     auto hint = co_await read_hint(st);
     if (!hint) co_return hint.error();
     std::optional<int> version = *hint;
+    const std::optional<int> hinted = *hint;
     if (version) {
         // The hinted version must exist; if it does not, the hint is not to be trusted.
         auto s = co_await _store.size(metadata_key(*version), st);
@@ -111,6 +112,15 @@ runtime::task<result<loaded_table, iceberg_error>> table_store::load(std::stop_t
             co_return from_store(s.error(), "probing for a later version");
         }
         ++*version;
+    }
+    if (*version != hinted.value_or(-1)) {
+        // Heal the hint: readers that trust it without probing (icebird, some engines' quick
+        // paths) would otherwise see an old version. It goes stale when a writer's hint PUT
+        // failed, or its commit's answer was lost (the retried PUT then saw 412, so it never
+        // wrote the hint). Best effort: its failure is the next load's to heal.
+        const std::string text = std::to_string(*version);
+        std::string hint_key = fmt::format("{}/metadata/{}", _prefix, hint_name);
+        (void)co_await _store.put(std::move(hint_key), std::span<const char>(text.data(), text.size()), false, st);
     }
     const std::string key = metadata_key(*version);
     auto body = co_await _store.get(key, std::nullopt, st);

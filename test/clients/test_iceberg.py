@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,12 +69,12 @@ class Table:
     def warehouse(self):
         return f"iceberg/{self.b.namespace if self.b.store == 's3' else 'default'}"
 
-    def sink_args(self, topic, *extra):
+    def sink_args(self, topic, *extra, project=PROJECT):
         return [self.t.skiff, "iceberg", *self.target(), "--topic", topic, "--location-base", self.base,
-                "--log-level", "warn", *PROJECT, *extra]
+                "--log-level", "warn", *project, *extra]
 
-    def run_once(self, topic, *extra, env=None, expect_rc=0):
-        p = subprocess.run(self.sink_args(topic, "--once", *extra), capture_output=True, timeout=180,
+    def run_once(self, topic, *extra, env=None, expect_rc=0, project=PROJECT):
+        p = subprocess.run(self.sink_args(topic, "--once", *extra, project=project), capture_output=True, timeout=180,
                            env={**os.environ, **(env or {})})
         if p.returncode != expect_rc:
             raise AssertionError(f"skiff iceberg --once exited {p.returncode}, expected {expect_rc}: "
@@ -417,6 +418,86 @@ def test_cluster_brokers_sink_their_partitions(t):
         b.stop()
 
 
+def test_every_codec_and_a_new_column(t):
+    """Batches in every codec reach the table; a projection added later becomes a new column
+    (the next field id) that older files read as null."""
+    b = t.broker()
+    topic = t.topic("icecodec")
+    create_topic(b, topic, PARTITIONS)
+    table = Table(t, b)
+    produced = {}
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"]:
+        produced.update(produce_all_codec(b, topic, make_messages(codec, 60), codec))
+    first = table.run_once(topic, "--partition-by", "none", project=["--project", "amount:double:$.amount"])
+    t.log(first.stdout.decode().strip())
+    doc = table.read(topic)
+    if [f["name"] for f in doc["schema"]["fields"]][6:] != ["amount"]:
+        raise AssertionError(f"schema after the first run: {doc['schema']}")
+    before = set(produced)
+    produced.update(produce(b, topic, make_messages("late", 60)))
+    # PROJECT (amount, customer) adds customer: field id 11, null in the first run's rows.
+    table.run_once(topic, "--partition-by", "none")
+    doc = table.read(topic)
+    fields = {f["name"]: f["id"] for f in doc["schema"]["fields"]}
+    if fields.get("customer") != 11 or fields.get("amount") != 10:
+        raise AssertionError(f"schema after adding a projection: {fields}")
+    rows = {(int(r["partition"]), int(r["offset"])): r for r in doc["rows"]}
+    if set(rows) != set(produced):
+        raise AssertionError(f"{len(rows)} rows for {len(produced)} produced")
+    for k in before:
+        if rows[k].get("customer") is not None:
+            raise AssertionError(f"{k} was written before the customer column and reads {rows[k].get('customer')!r}")
+    late = [k for k in produced if k not in before]
+    check_rows({"rows": [rows[k] for k in late]}, {k: produced[k] for k in late}, "rows after the new column")
+    t.log(f"{len(produced)} records from 5 codecs; the added column is null in {len(before)} older rows")
+
+
+def produce_all_codec(b, topic, msgs, codec):
+    delivered = produce_all(b, topic, msgs, **{"compression.type": codec, "linger.ms": 20})
+    return {(p, o): m for (p, o), m in zip(delivered, msgs)}
+
+
+def test_store_faults(t):
+    """S3 answers lost after they were applied, resets and 500s on a share of requests: runs of
+    the sink fail and are retried, and the table ends up with every record once."""
+    if t.store != "s3":
+        return
+    b = t.broker()
+    topic = t.topic("icefault")
+    create_topic(b, topic, PARTITIONS)
+    proxy = broker.start_fault_proxy(t, 0)
+    table = Table(t, b)
+    table.b = type("ViaProxy", (), {"store": "s3", "namespace": b.namespace, "s3_endpoint": proxy,
+                                    "data_dir": b.data_dir})()
+    produced = produce(b, topic, make_messages("f", 300))
+    cfg = urllib.request.Request(proxy + "/__proxy/config?fail-rate=0.5&fail-mode=500,reset&fail-when=after"
+                                 "&fail-match=" + urllib.parse.quote("^(PUT|DELETE|POST|GET) "), method="POST")
+    urllib.request.urlopen(cfg, timeout=10).read()
+    failures = 0
+    for round_ in range(2):
+        for attempt in range(60):
+            p = subprocess.run(table.sink_args(topic, "--once"), capture_output=True, timeout=180)
+            if p.returncode == 0:
+                break
+            failures += 1
+            t.log(f"run {failures} failed: {p.stderr.decode(errors='replace').strip().splitlines()[-1][-300:]}")
+        else:
+            raise AssertionError(f"the sink never got through the faults in 60 runs: {p.stderr.decode(errors='replace')[-2000:]}")
+        if round_ == 0:
+            produced.update(produce(b, topic, make_messages("f2", 90)))
+    urllib.request.urlopen(urllib.request.Request(proxy + "/__proxy/config?fail-rate=0", method="POST"), timeout=10).read()
+    table.run_once(topic)
+    with urllib.request.urlopen(proxy + "/__proxy/stats", timeout=10) as r:
+        stats = json.loads(r.read())
+    doc = table.read(topic)
+    check_rows(doc, produced, "after S3 faults")
+    injected = sum(v for k, v in (stats.get("failed") or {}).items())
+    if injected < 5:
+        raise AssertionError(f"only {injected} faults injected ({stats}): the test exercised nothing")
+    t.log(f"{failures} runs failed on injected faults ({stats.get('failed')}); then {len(produced)} records once "
+          f"in {doc['snapshots']} snapshots")
+
+
 def test_usage_errors(t):
     for args, words in [([], "usage"), (["/tmp/x"], "--topic"),
                         (["/tmp/x", "--topic", "a", "--partition-by", "hour"], "partition-by"),
@@ -436,5 +517,7 @@ if __name__ == "__main__":
         (test_two_sinks_at_once, 300),
         (test_serve_sinks_its_topics, 300),
         (test_cluster_brokers_sink_their_partitions, 300),
+        (test_every_codec_and_a_new_column, 300),
+        (test_store_faults, 400),
         test_usage_errors,
     ])

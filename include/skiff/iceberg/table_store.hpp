@@ -51,7 +51,8 @@ public:
 
     // The latest version: the hint, then a probe for later versions (a writer may have died
     // between its commit and the hint, or two writers raced on it); without a usable hint, the
-    // highest version listed. not_found when the table has no metadata file.
+    // highest version listed. A hint that named another version is rewritten (best effort).
+    // not_found when the table has no metadata file.
     runtime::task<result<loaded_table, iceberg_error>> load(std::stop_token st);
     // Writes `next` as version base_version + 1 if no writer has yet; conflict otherwise. Then
     // updates the hint (its failure is not the commit's: readers probe).

@@ -31,6 +31,8 @@ struct reader_options {
     std::size_t max_page_bytes = std::size_t{256} << 20;
     // Level entries in one page: RLE lets a few bytes claim billions of them.
     std::size_t max_page_values = std::size_t{64} << 20;
+    // Level entries in one column chunk: bounds the levels and values of many small pages.
+    std::size_t max_chunk_values = std::size_t{1} << 28;
     // Decoded byte-array bytes of one column chunk: dictionary indices can repeat a large entry.
     std::size_t max_chunk_bytes = std::size_t{1} << 30;
 };

@@ -128,8 +128,9 @@ TEST_CASE("the latest version is found past a stale, garbage or missing hint", "
     commit(2, with_snap(l, 8));
     auto& hint = bucket->objects["wh/t/metadata/version-hint.text"];
     CHECK(load_version() == 3);
-    hint = "1"; // a writer died before its hint: probed past
+    hint = "1"; // a writer died before its hint: probed past, and the hint healed
     CHECK(load_version() == 3);
+    CHECK(bucket->objects.at("wh/t/metadata/version-hint.text") == "3");
     hint = "banana\n"; // not a number: the listing decides
     CHECK(load_version() == 3);
     hint = "9"; // names a version that does not exist: the listing decides
@@ -137,6 +138,7 @@ TEST_CASE("the latest version is found past a stale, garbage or missing hint", "
     bucket->objects.erase("wh/t/metadata/version-hint.text");
     bucket->objects["wh/t/metadata/v10.metadata.json.tmp"] = "x"; // not a version file
     CHECK(load_version() == 3);
+    CHECK(bucket->objects.at("wh/t/metadata/version-hint.text") == "3");
     // A corrupt latest version is an error naming the file, never an older table silently.
     bucket->objects["wh/t/metadata/v4.metadata.json"] = "{";
     auto r = run_task([&]() -> task<result<loaded_table, iceberg_error>> { co_return co_await t.load({}); }());
