@@ -157,10 +157,9 @@ struct sink::impl {
         co_return iceberg_error(errc::conflict, fmt::format("the table at {} kept changing under this sink", cfg.location));
     }
 
-    runtime::task<result<void, iceberg_error>> remove_quietly(std::vector<std::string> keys, std::stop_token st) {
+    runtime::task<void> remove_quietly(std::vector<std::string> keys, std::stop_token st) {
         auto r = co_await table.remove_many(std::move(keys), st);
         if (!r) log::warn("iceberg: could not delete the files of an abandoned commit (maintenance will): {}", r.error().message);
-        co_return ok();
     }
 };
 
