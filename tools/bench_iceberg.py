@@ -169,8 +169,8 @@ def throughput(args, logdir):
     for name, r in runs.items():
         if r["rows"] != rows:
             raise RuntimeError(f"{name}: the table holds {r['rows']} rows, {rows} were produced")
-    return {"rows": rows, "record_bytes": record_bytes, "produce_s": produce_s, "seg_bytes": seg_bytes, "segments": segs,
-            "runs": runs}
+    return {"rows": rows, "record_bytes": record_bytes, "produce_s": produce_s, "seg_bytes": seg_bytes,
+            "segments": segs, "runs": runs}
 
 
 # ---- 3 + 4: produce-to-visible latency and objects per commit ----------------------------------
@@ -228,8 +228,8 @@ def latency(args, logdir):
     try:
         for ms in cadences:
             data = os.path.join(logdir, f"lat-{ms}")
-            brokers[ms] = Broker(f"lat-{ms}", args.skiff, logdir,
-                                 ["--data-dir", data, "--iceberg-topics", TOPIC, "--iceberg-commit-interval-ms", str(ms)])
+            extra = ["--data-dir", data, "--iceberg-topics", TOPIC, "--iceberg-commit-interval-ms", str(ms)]
+            brokers[ms] = Broker(f"lat-{ms}", args.skiff, logdir, extra)
             brokers[ms].create_topic(TOPIC, args.partitions)
             producers[ms] = Producer({"bootstrap.servers": brokers[ms].bootstrap, "linger.ms": 5, "log_level": 3})
             pollers[ms] = Poller(os.path.join(data, "iceberg", "default", TOPIC), args.poll_ms)
@@ -381,7 +381,9 @@ def main():
         tp = throughput(args, logdir)
         lat, objects, n = latency(args, logdir)
         report(args, tp, lat, objects, n)
-        print(f"\n(whole run {time.perf_counter() - t0:.0f} s; logs in {logdir})")
+        load = os.getloadavg()
+        print(f"\n(whole run {time.perf_counter() - t0:.0f} s on {os.cpu_count()} cores, load average at the end "
+              f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; logs in {logdir})")
     finally:
         if not args.keep:
             for d in glob.glob(os.path.join(logdir, "*")):

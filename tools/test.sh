@@ -50,6 +50,11 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   test/clients/test_cluster_transactions.py -k commit_abort -k offsets -k coordinator_sigkill \
   --skiff build-asan/src/cli/skiff
+# Iceberg: the sink in `skiff iceberg` (killed at every stage, two at once) and inside the
+# broker, single and in a cluster, under the sanitizers.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  test/clients/test_iceberg.py -k every_record -k sigkill -k two_sinks -k serve -k cluster \
+  --skiff build-asan/src/cli/skiff
 # The security bad-input tests (TLS garbage and plaintext on TLS ports, hostile SASL frames,
 # expired sessions, malformed ACLs) against the sanitized broker.
 for t in "test_tls -k bad_input" "test_sasl -k bad_input" "test_sasl -k session_expiry" "test_acl -k bad_input"; do

@@ -217,7 +217,8 @@ void exercise_manifest_list(std::string_view in) {
         FUZZ_CHECK(x.partitions.has_value() == y.partitions.has_value());
         if (x.partitions) {
             FUZZ_CHECK(x.partitions->size() == y.partitions->size());
-            for (std::size_t k = 0; k < x.partitions->size(); ++k) FUZZ_CHECK(same_summary((*x.partitions)[k], (*y.partitions)[k]));
+            for (std::size_t k = 0; k < x.partitions->size(); ++k)
+                FUZZ_CHECK(same_summary((*x.partitions)[k], (*y.partitions)[k]));
         }
     }
 }
