@@ -175,26 +175,14 @@ const serve_flag flags[] = {
     {"transactional-id-expiration-ms", value_kind::number, "MS",
      "a transactional id idle this long is forgotten (Kafka's transactional.id.expiration.ms)",
      [](const cfg_t& c) { return ms(c.transactional_id_expiration); }},
-    {"iceberg-topics", value_kind::text, "T1,T2", "topics the broker appends to Iceberg tables in the store (docs/iceberg.md)",
-     [](const cfg_t& c) {
-         std::string out;
-         for (const auto& t : c.iceberg.topics) out += (out.empty() ? "" : ",") + t;
-         return out;
-     }},
-    {"iceberg-warehouse", value_kind::text, "PREFIX", "key prefix of the Iceberg tables (default iceberg/NAMESPACE)",
-     [](const cfg_t& c) { return c.iceberg.warehouse; }},
+    {"iceberg-topics", value_kind::text, "T1,T2", "topics the broker appends to Iceberg tables in the store (docs/iceberg.md)"},
+    {"iceberg-warehouse", value_kind::text, "PREFIX", "key prefix of the Iceberg tables (default iceberg/NAMESPACE)"},
     {"iceberg-location-base", value_kind::text, "URI",
-     "the URI engines reach the store's root at, written into table metadata (default: the store's)",
-     [](const cfg_t& c) { return c.iceberg.location_base; }},
+     "the URI engines reach the store's root at, written into table metadata (default: the store's)"},
     {"iceberg-partition-by", value_kind::text, "day|partition|none", "Iceberg partitioning: day(timestamp), Kafka partition, none",
      [](const cfg_t& c) { return std::string(iceberg::to_string(c.iceberg.partition_by)); }},
     {"iceberg-project", value_kind::text, "NAME:TYPE:PATH;...",
-     "typed Iceberg columns from JSON values (TYPE string|long|double|boolean|timestamptz, PATH $.a.b)",
-     [](const cfg_t& c) {
-         std::string out;
-         for (const auto& p : c.iceberg.projections) out += (out.empty() ? "" : ";") + p.name + ":" + p.type + ":" + p.path;
-         return out;
-     }},
+     "typed Iceberg columns from JSON values (TYPE string|long|double|boolean|timestamptz, PATH $.a.b)"},
     {"iceberg-commit-interval-ms", value_kind::number, "MS", "time between Iceberg commits",
      [](const cfg_t& c) { return ms(c.iceberg.commit_interval); }},
     // The logger's own default; broker_config does not carry the level.

@@ -440,10 +440,33 @@ avro::result<partition_spec> read_spec(const avro::container& c, const avro::nod
     for (const auto& f : j) {
         if (!f.is_object()) return corrupt("partition-spec metadata has a field that is not an object");
         partition_field pf;
-        pf.name = f.value("name", "");
-        pf.transform = f.value("transform", "");
-        pf.source_id = f.value("source-id", 0);
-        pf.field_id = f.value("field-id", 0);
+        // Another writer's metadata: a field of the wrong JSON type is corrupt input, not an
+        // exception escaping into the caller (maintenance reads every manifest).
+        auto text_of = [&](const char* k) -> std::optional<std::string> {
+            auto it = f.find(k);
+            if (it == f.end()) return std::string();
+            if (!it->is_string()) return std::nullopt;
+            return it->get<std::string>();
+        };
+        auto int_of = [&](const char* k) -> std::optional<std::int32_t> {
+            auto it = f.find(k);
+            if (it == f.end()) return 0;
+            if (!it->is_number_integer()) return std::nullopt;
+            if (it->is_number_unsigned() ? it->get<std::uint64_t>() > 2147483647u
+                                         : (it->get<std::int64_t>() > 2147483647 || it->get<std::int64_t>() < -2147483648LL)) {
+                return std::nullopt;
+            }
+            return static_cast<std::int32_t>(it->get<std::int64_t>());
+        };
+        auto name = text_of("name");
+        auto transform = text_of("transform");
+        auto source = int_of("source-id");
+        auto field = int_of("field-id");
+        if (!name || !transform || !source || !field) return corrupt("partition-spec metadata has a field of the wrong type");
+        pf.name = std::move(*name);
+        pf.transform = std::move(*transform);
+        pf.source_id = *source;
+        pf.field_id = *field;
         if (partition_schema && partition_schema->kind == avro::type::record) {
             int i = partition_schema->field_index(pf.field_id);
             if (i < 0) i = partition_schema->field_index(pf.name);

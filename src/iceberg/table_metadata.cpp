@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 namespace skiff::iceberg {
@@ -18,6 +19,16 @@ using json = nlohmann::json;
 constexpr std::size_t previous_versions_max = 100;
 
 iceberg_error bad(std::string m) { return iceberg_error(errc::invalid_metadata, std::move(m)); }
+
+bool fits_i64(const json& j) {
+    return j.is_number_integer() && (!j.is_number_unsigned() || j.get<std::uint64_t>() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+}
+
+bool fits_i32(const json& j) {
+    if (!fits_i64(j)) return false;
+    const auto v = j.get<std::int64_t>();
+    return v >= std::numeric_limits<std::int32_t>::min() && v <= std::numeric_limits<std::int32_t>::max();
+}
 
 const json* find_by(const json& arr, const char* key, std::int64_t id) {
     if (!arr.is_array()) return nullptr;
@@ -105,9 +116,31 @@ result<table_metadata, iceberg_error> table_metadata::parse(std::string_view tex
                    need("partition-specs", is_arr, "an array"), need("default-spec-id", is_int, "an integer")}) {
         if (e) return *e;
     }
-    if (doc["format-version"].get<int>() != 2) {
+    if (!fits_i32(doc["format-version"]) || doc["format-version"].get<int>() != 2) {
         return bad(fmt::format("format-version {} is not supported (skiff writes and appends to v2 tables)",
-                               doc["format-version"].get<int>()));
+                               doc["format-version"].dump()));
+    }
+    // Every number this module reads back must be an integer in range: a float, or an integer
+    // beyond int64, would otherwise convert with undefined behaviour (the fuzzer found both).
+    for (const char* k : {"last-sequence-number", "last-updated-ms"}) {
+        if (!fits_i64(doc[k])) return bad(fmt::format("\"{}\" is not a 64-bit integer", k));
+    }
+    for (const char* k : {"last-column-id", "current-schema-id", "default-spec-id"}) {
+        if (!fits_i32(doc[k])) return bad(fmt::format("\"{}\" is not a 32-bit integer", k));
+    }
+    if (doc["last-sequence-number"].get<std::int64_t>() < 0 ||
+        doc["last-sequence-number"].get<std::int64_t>() == std::numeric_limits<std::int64_t>::max()) {
+        return bad("last-sequence-number is out of range");
+    }
+    for (const auto& sc : doc["schemas"]) {
+        if (!sc.is_object() || !fits_i32(sc.value("schema-id", json())) || !sc.contains("fields") || !sc["fields"].is_array()) {
+            return bad("a schema is not an object with an integer schema-id and a fields array");
+        }
+    }
+    for (const auto& sp : doc["partition-specs"]) {
+        if (!sp.is_object() || !fits_i32(sp.value("spec-id", json())) || !sp.contains("fields") || !sp["fields"].is_array()) {
+            return bad("a partition spec is not an object with an integer spec-id and a fields array");
+        }
     }
     if (!find_by(doc["schemas"], "schema-id", doc["current-schema-id"].get<std::int64_t>())) {
         return bad(fmt::format("current-schema-id {} names no schema", doc["current-schema-id"].get<std::int64_t>()));
@@ -118,12 +151,39 @@ result<table_metadata, iceberg_error> table_metadata::parse(std::string_view tex
     if (!doc.contains("snapshots")) doc["snapshots"] = json::array();
     if (!doc["snapshots"].is_array()) return bad("the metadata file's \"snapshots\" is not an array");
     for (const auto& s : doc["snapshots"]) {
-        if (!to_snapshot(s)) return bad(fmt::format("a snapshot is missing snapshot-id, timestamp-ms or manifest-list: {}", s.dump()));
+        const bool ok_shape = s.is_object() && fits_i64(s.value("snapshot-id", json())) && fits_i64(s.value("timestamp-ms", json())) &&
+                              s.value("manifest-list", json()).is_string() &&
+                              (!s.contains("parent-snapshot-id") || s["parent-snapshot-id"].is_null() || fits_i64(s["parent-snapshot-id"])) &&
+                              (!s.contains("sequence-number") || fits_i64(s["sequence-number"])) &&
+                              (!s.contains("schema-id") || fits_i32(s["schema-id"])) &&
+                              (!s.contains("summary") || s["summary"].is_object());
+        if (!ok_shape || !to_snapshot(s)) {
+            return bad(fmt::format("a snapshot is missing snapshot-id, timestamp-ms or manifest-list, or has a field of the wrong type: {}",
+                                   s.dump().substr(0, 200)));
+        }
     }
+    for (const char* k : {"snapshot-log", "metadata-log"}) {
+        if (!doc.contains(k)) doc[k] = json::array();
+        if (!doc[k].is_array()) return bad(fmt::format("\"{}\" is not an array", k));
+        for (const auto& e : doc[k]) {
+            if (!e.is_object() || (e.contains("snapshot-id") && !fits_i64(e["snapshot-id"])) ||
+                (e.contains("timestamp-ms") && !fits_i64(e["timestamp-ms"]))) {
+                return bad(fmt::format("an entry of \"{}\" is not an object with integer ids and times", k));
+            }
+        }
+    }
+    if (!doc.contains("refs")) doc["refs"] = json::object();
+    if (!doc["refs"].is_object()) return bad("\"refs\" is not an object");
+    for (auto& [name, r] : doc["refs"].items()) {
+        if (!r.is_object() || !fits_i64(r.value("snapshot-id", json()))) {
+            return bad(fmt::format("ref \"{}\" is not an object with an integer snapshot-id", name));
+        }
+    }
+    if (doc.contains("properties") && !doc["properties"].is_object()) return bad("\"properties\" is not an object");
     // Readers treat a missing or null current snapshot as "no snapshot"; -1 is Java's spelling.
     auto cur = doc.find("current-snapshot-id");
     if (cur == doc.end() || cur->is_null()) doc["current-snapshot-id"] = -1;
-    else if (!cur->is_number_integer()) return bad("current-snapshot-id is not an integer");
+    else if (!fits_i64(*cur)) return bad("current-snapshot-id is not an integer");
     const auto cid = doc["current-snapshot-id"].get<std::int64_t>();
     if (cid != -1 && !find_by(doc["snapshots"], "snapshot-id", cid)) {
         return bad(fmt::format("current-snapshot-id {} names no snapshot", cid));

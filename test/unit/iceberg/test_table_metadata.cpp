@@ -189,3 +189,37 @@ TEST_CASE("uuids and snapshot ids are well-formed and differ", "[iceberg][metada
     CHECK(new_snapshot_id() > 0);
     CHECK(new_snapshot_id() != new_snapshot_id());
 }
+
+TEST_CASE("numbers and shapes that would convert badly are refused (fuzzer findings)", "[iceberg][metadata]") {
+    json doc = new_table().doc();
+    auto edited = [&](auto f) {
+        json d = doc;
+        f(d);
+        return d.dump();
+    };
+    auto refused = [](const std::string& text) {
+        auto r = table_metadata::parse(text);
+        if (r) return false;
+        CHECK(r.error().code == errc::invalid_metadata);
+        return true;
+    };
+    json snap = {{"snapshot-id", 5}, {"timestamp-ms", 1}, {"manifest-list", "m"}, {"sequence-number", 1}};
+    CHECK(refused(edited([&](json& d) { d["snapshots"] = json::array({snap}); d["snapshots"][0]["snapshot-id"] = 1e30; })));
+    CHECK(refused(edited([&](json& d) { d["snapshots"] = json::array({snap}); d["snapshots"][0]["snapshot-id"] = 18446744073709551615ULL; })));
+    CHECK(refused(edited([&](json& d) { d["snapshots"] = json::array({snap}); d["snapshots"][0]["sequence-number"] = 2.5; })));
+    CHECK(refused(edited([](json& d) { d["current-schema-id"] = 4294967296LL; })));
+    CHECK(refused(edited([](json& d) { d["refs"] = json::array(); })));
+    CHECK(refused(edited([](json& d) { d["snapshot-log"] = json::array({1}); })));
+    CHECK(refused(edited([](json& d) { d["snapshot-log"] = json::array({json{{"snapshot-id", 1.5}}}); })));
+    CHECK(refused(edited([](json& d) { d["last-sequence-number"] = 9223372036854775807LL; })));
+    CHECK(refused(edited([](json& d) { d["schemas"][0]["schema-id"] = "0"; })));
+    CHECK(refused(edited([](json& d) { d["properties"] = json::array(); })));
+    // The well-formed case with a snapshot still parses.
+    auto ok = table_metadata::parse(edited([&](json& d) {
+        d["snapshots"] = json::array({snap});
+        d["current-snapshot-id"] = 5;
+        d["last-sequence-number"] = 1;
+    }));
+    REQUIRE(ok);
+    CHECK(ok->current_snapshot()->id == 5);
+}
