@@ -50,6 +50,9 @@ constexpr const char* iceberg_usage =
     "  --keep-snapshots N      ...but keeps the newest N (default 10)\n"
     "  --orphan-grace-ms N     unreferenced files younger than this are kept (default 3600000)\n"
     "  --maintenance-interval-ms N  time between maintenance passes (default 600000; 0: never)\n"
+    "  --rewrite-min-files N   maintenance rewrites a partition's small files once it has N (default 8; 0: never)\n"
+    "  --small-file-bytes N    data files below this are small (default 33554432)\n"
+    "  --target-file-bytes N   rewritten files are up to this big (default 134217728)\n"
     "  --once                  commit everything there is now, then exit\n"
     "  --log-level L           error | warn | info (default) | debug\n"
     "\n"
@@ -76,9 +79,11 @@ runtime::task<int> maintain_once(iceberg::table_store* table, const iceberg::mai
         std::fprintf(stderr, "skiff: iceberg: maintenance of %s: %s\n", table->location().c_str(), r.error().message.c_str());
         co_return 1;
     }
-    if (r->expired_snapshots || r->deleted_files) {
-        log::info("iceberg: {}: maintenance expired {} snapshots, deleted {} files ({} bytes), kept {} young unreferenced",
-                  table->location(), r->expired_snapshots, r->deleted_files, r->deleted_bytes, r->kept_young);
+    if (r->expired_snapshots || r->deleted_files || r->rewritten_files) {
+        log::info("iceberg: {}: maintenance rewrote {} small files into {}, expired {} snapshots, deleted {} files ({} bytes), "
+                  "kept {} young unreferenced",
+                  table->location(), r->rewritten_files, r->new_files, r->expired_snapshots, r->deleted_files, r->deleted_bytes,
+                  r->kept_young);
     }
     co_return 0;
 }
@@ -211,6 +216,9 @@ int iceberg_command(const std::vector<std::string>& args) {
     app.add_option("--keep-snapshots", o.maintenance.keep_snapshots)->check(CLI::Range(1, 1'000'000));
     app.add_option("--orphan-grace-ms", orphan_grace_ms)->check(CLI::NonNegativeNumber);
     app.add_option("--maintenance-interval-ms", o.maintenance_interval_ms)->check(CLI::NonNegativeNumber);
+    app.add_option("--rewrite-min-files", o.maintenance.rewrite_min_files)->check(CLI::Range(0, 100000));
+    app.add_option("--small-file-bytes", o.maintenance.small_file_bytes)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 34));
+    app.add_option("--target-file-bytes", o.maintenance.target_file_bytes)->check(CLI::Range(std::size_t{1}, std::size_t{1} << 34));
     bool uncompressed = false;
     app.add_flag("--uncompressed", uncompressed);
     app.add_flag("--once", o.once);
@@ -240,6 +248,7 @@ int iceberg_command(const std::vector<std::string>& args) {
     o.zstd = !uncompressed;
     o.maintenance.expire_after = std::chrono::milliseconds(expire_after_ms);
     o.maintenance.orphan_grace = std::chrono::milliseconds(orphan_grace_ms);
+    o.maintenance.zstd = o.zstd;
     auto p = iceberg::parse_partitioning(partition_by);
     if (!p) {
         std::fprintf(stderr, "skiff: --partition-by: %s\n", p.error().message.c_str());

@@ -60,6 +60,34 @@ std::string_view cut_lower(std::string_view s) {
 
 } // namespace
 
+data_file describe_file(const pq::schema& schema, const pq::file_result& fin, std::vector<avro::value> partition) {
+    data_file e;
+    e.record_count = fin.row_count;
+    e.file_size_in_bytes = fin.file_size();
+    e.partition = std::move(partition);
+    const auto& leaves = schema.leaves();
+    for (std::size_t k = 0; k < fin.columns.size() && k < leaves.size(); ++k) {
+        const auto& m = fin.columns[k];
+        if (!m.field_id) continue;
+        const std::int32_t id = *m.field_id;
+        const bool bytes = leaves[k].type == pq::physical_type::byte_array;
+        e.column_sizes.emplace_back(id, m.on_disk_size);
+        e.value_counts.emplace_back(id, m.value_count);
+        e.null_value_counts.emplace_back(id, m.null_count);
+        if (leaves[k].type == pq::physical_type::double_) e.nan_value_counts.emplace_back(id, m.nan_count);
+        // Bounds of fields inside the headers list are not kept, as Iceberg's own writers do
+        // not keep them for repeated fields.
+        if (leaves[k].max_rep > 0) continue;
+        if (m.lower_bound) {
+            const std::string_view lo = bytes ? cut_lower(*m.lower_bound) : std::string_view(*m.lower_bound);
+            e.lower_bounds.emplace_back(id, to_bytes(lo));
+        }
+        if (m.upper_bound && (!bytes || m.upper_bound->size() <= max_bound_bytes)) e.upper_bounds.emplace_back(id, to_bytes(*m.upper_bound));
+    }
+    e.split_offsets = fin.split_offsets;
+    return e;
+}
+
 result<pq::schema, iceberg_error> parquet_schema_of(const json& iceberg_schema) {
     const auto it = iceberg_schema.find("fields");
     if (it == iceberg_schema.end() || !it->is_array()) return iceberg_error(errc::invalid_metadata, "the schema has no fields");
@@ -93,9 +121,6 @@ struct data_file_builder::impl {
     std::unique_ptr<projector> proj;
     std::vector<std::size_t> proj_leaf;  // leaf index of projection i
     std::vector<std::size_t> extra_leaf; // leaves of columns past the fixed ones, not projected now
-    std::vector<std::optional<std::int32_t>> leaf_ids;
-    std::vector<bool> leaf_repeated;
-    std::vector<bool> leaf_is_bytes;
     std::map<std::int32_t, open_file> files;
     std::vector<projected_value> pv;
     std::vector<pq::kv_entry> kv;
@@ -159,11 +184,6 @@ result<data_file_builder, iceberg_error> data_file_builder::make(const json& sch
     }
     for (std::size_t k = fixed.size(); k < leaves.size(); ++k) {
         if (std::find(i->proj_leaf.begin(), i->proj_leaf.end(), k) == i->proj_leaf.end()) i->extra_leaf.push_back(k);
-    }
-    for (const auto& l : leaves) {
-        i->leaf_ids.push_back(l.field_id);
-        i->leaf_repeated.push_back(l.max_rep > 0);
-        i->leaf_is_bytes.push_back(l.type == pq::physical_type::byte_array);
     }
     i->projections = std::move(projections);
     i->proj = std::make_unique<projector>(i->projections);
@@ -247,32 +267,9 @@ result<std::vector<built_file>, iceberg_error> data_file_builder::take_files() {
         if (!fin) return from_parquet(fin.error());
         built_file b;
         b.partition_value = value;
-        auto& e = b.entry;
-        e.record_count = fin->row_count;
-        e.file_size_in_bytes = fin->file_size();
-        if (!i.spec.fields.empty()) e.partition.push_back(avro::value(value));
-        for (std::size_t k = 0; k < fin->columns.size(); ++k) {
-            const auto& m = fin->columns[k];
-            if (!m.field_id) continue;
-            const std::int32_t id = *m.field_id;
-            e.column_sizes.emplace_back(id, m.on_disk_size);
-            e.value_counts.emplace_back(id, m.value_count);
-            e.null_value_counts.emplace_back(id, m.null_count);
-            if (k < i.leaf_ids.size() && i.schema.leaves()[k].type == pq::physical_type::double_) {
-                e.nan_value_counts.emplace_back(id, m.nan_count);
-            }
-            // Bounds of fields inside the headers list are not kept, as Iceberg's own writers
-            // do not keep them for repeated fields.
-            if (k < i.leaf_repeated.size() && i.leaf_repeated[k]) continue;
-            if (m.lower_bound) {
-                const std::string_view lo = i.leaf_is_bytes[k] ? cut_lower(*m.lower_bound) : std::string_view(*m.lower_bound);
-                e.lower_bounds.emplace_back(id, to_bytes(lo));
-            }
-            if (m.upper_bound && (!i.leaf_is_bytes[k] || m.upper_bound->size() <= max_bound_bytes)) {
-                e.upper_bounds.emplace_back(id, to_bytes(*m.upper_bound));
-            }
-        }
-        e.split_offsets = fin->split_offsets;
+        std::vector<avro::value> partition;
+        if (!i.spec.fields.empty()) partition.push_back(avro::value(value));
+        b.entry = describe_file(i.schema, *fin, std::move(partition));
         b.bytes = std::move(fin->bytes);
         out.push_back(std::move(b));
     }

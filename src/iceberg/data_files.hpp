@@ -63,6 +63,11 @@ private:
     std::unique_ptr<impl> _impl;
 };
 
+// The manifest entry (data_file, file_path left empty) of a finished Parquet file of `schema`:
+// counts, sizes and bounds by field id (byte-string bounds longer than 16 bytes keep a cut
+// lower bound and no upper bound; none for fields inside lists).
+data_file describe_file(const parquet::schema& schema, const parquet::file_result& fin, std::vector<avro::value> partition);
+
 // Parquet schema for an Iceberg schema made by schema.hpp (primitive columns of the types
 // projections use, and the headers list). errc::invalid_metadata for anything else.
 result<parquet::schema, iceberg_error> parquet_schema_of(const nlohmann::json& iceberg_schema);

@@ -44,6 +44,15 @@ std::optional<std::int64_t> file_time_ms(std::string_view key) {
 runtime::task<result<maintenance_result, iceberg_error>> maintain(table_store& table, const maintenance_config& cfg,
                                                                    std::int64_t now_ms, std::stop_token st) {
     maintenance_result out;
+    // 0. Small files into larger ones (a "replace" snapshot): before expiry, so that expiry can
+    // later release what it replaced.
+    {
+        auto rw = co_await rewrite_small_files(table, cfg, now_ms, st);
+        if (!rw) co_return rw.error();
+        out.rewritten_files = rw->rewritten_files;
+        out.new_files = rw->new_files;
+        out.rewrite_conflict = rw->rewrite_conflict;
+    }
     loaded_table t;
     // 1. Expire: a commit that removes old snapshots from the metadata.
     for (int attempt = 0;; ++attempt) {

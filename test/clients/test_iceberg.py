@@ -498,6 +498,38 @@ def test_store_faults(t):
           f"in {doc['snapshots']} snapshots")
 
 
+def test_small_files_rewritten(t):
+    """Six small commits, then maintenance rewrites the partition's small files into one
+    (a replace snapshot): icebird still reads every record once; after expiry the small files
+    are gone, and DuckDB reads the remaining files byte for byte."""
+    b = t.broker()
+    topic = t.topic("icesmall")
+    create_topic(b, topic, PARTITIONS)
+    table = Table(t, b)
+    produced = {}
+    for k in range(6):
+        produced.update(produce(b, topic, make_messages(f"s{k}", 40)))
+        table.run_once(topic, "--rewrite-min-files", "0")
+    table.sync()
+    data_files = lambda: sorted(glob.glob(os.path.join(table.local(topic), "data", "**", "*.parquet"), recursive=True))
+    before = len(data_files())
+    table.run_once(topic, "--rewrite-min-files", "4")
+    doc = table.read(topic)
+    check_rows(doc, produced, "after the rewrite")
+    last = doc["summary"][-1]
+    if last.get("operation") != "replace" or last.get("total-data-files") != "1":
+        raise AssertionError(f"the last snapshot after the rewrite: {last}")
+    table.run_once(topic, "--rewrite-min-files", "0", "--expire-after-ms", "0", "--keep-snapshots", "1",
+                   "--orphan-grace-ms", "0")
+    doc = table.read(topic)
+    check_rows(doc, produced, "after the rewrite and expiry")
+    after = len(data_files())
+    if after != 1:
+        raise AssertionError(f"{after} data files after the rewrite and expiry (were {before})")
+    duckdb_check(t, table, topic, produced)
+    t.log(f"{before} small data files rewritten into {after}; {len(produced)} records read once by icebird and duckdb")
+
+
 def test_usage_errors(t):
     for args, words in [([], "usage"), (["/tmp/x"], "--topic"),
                         (["/tmp/x", "--topic", "a", "--partition-by", "hour"], "partition-by"),
@@ -519,5 +551,6 @@ if __name__ == "__main__":
         (test_cluster_brokers_sink_their_partitions, 300),
         (test_every_codec_and_a_new_column, 300),
         (test_store_faults, 400),
+        (test_small_files_rewritten, 300),
         test_usage_errors,
     ])

@@ -28,10 +28,20 @@ struct maintenance_config {
     int keep_snapshots = 10;                                         // ...except the newest this many
     std::chrono::milliseconds orphan_grace{3600 * 1000};             // unreferenced files younger than this stay
     int max_commit_attempts = 16;
+    // Small-file rewriting: data files below small_file_bytes of one partition value (and one
+    // schema) are rewritten into files of up to target_file_bytes once there are at least
+    // rewrite_min_files of them (0: never), as a "replace" snapshot.
+    int rewrite_min_files = 8;
+    std::size_t small_file_bytes = std::size_t{32} << 20;
+    std::size_t target_file_bytes = std::size_t{128} << 20;
+    bool zstd = true;
 };
 
 struct maintenance_result {
     maintenance_result() = default;
+    int rewritten_files = 0;      // small files replaced...
+    int new_files = 0;            // ...by this many
+    bool rewrite_conflict = false; // another writer committed first: the rewrite was dropped (next pass)
     int expired_snapshots = 0;
     int version = 0;              // the table's version afterwards
     std::int64_t deleted_files = 0;
@@ -40,9 +50,13 @@ struct maintenance_result {
     std::int64_t referenced_files = 0;
 };
 
-// Expires, then deletes orphans. `now_ms`: wall clock in ms (a parameter for tests).
+// Rewrites small files, expires, then deletes orphans. `now_ms`: wall clock in ms (a parameter for tests).
 runtime::task<result<maintenance_result, iceberg_error>> maintain(table_store& table, const maintenance_config& cfg,
                                                                    std::int64_t now_ms, std::stop_token st);
+
+// Only the rewrite (maintain runs it first).
+runtime::task<result<maintenance_result, iceberg_error>> rewrite_small_files(table_store& table, const maintenance_config& cfg,
+                                                                              std::int64_t now_ms, std::stop_token st);
 
 // The creation time (ms) in a file name the sink wrote: "<ms>-..." or "snap-<id>-<n>-<ms>-...";
 // nullopt for any other name.

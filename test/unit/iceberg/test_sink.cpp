@@ -60,6 +60,7 @@ std::map<std::int32_t, std::int64_t> rows_in_table(table_store& t) {
         auto m = read_manifest(*mb);
         REQUIRE(m);
         for (const auto& e : m->entries) {
+            if (e.status == entry_status::deleted) continue; // replaced by a rewrite
             REQUIRE(e.file.partition.size() == 1);
             out[*e.file.partition[0].get_if<std::int32_t>()] += e.file.record_count;
         }
@@ -304,4 +305,51 @@ TEST_CASE("a commit whose answer was lost is the step's own success, never a rea
     REQUIRE(after);
     CHECK_FALSE(after->committed);
     CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 10}});
+}
+
+TEST_CASE("small files of a partition are rewritten into one; rows, offsets and later appends stay right", "[iceberg][maintenance]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    storage::memory_store store(bucket);
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+    sink s(store, config_for("t"));
+    for (int k = 0; k < 5; ++k) {
+        put_segment(*bucket, "t", 0, k * 3, {value_batch(k * 3, 3)});
+        put_segment(*bucket, "t", 1, k * 2, {value_batch(k * 2, 2)});
+        REQUIRE(step(s)->committed);
+    }
+    auto count_parquet = [&] {
+        std::size_t n = 0;
+        for (auto& [k, v] : bucket->objects) n += k.ends_with(".parquet");
+        return n;
+    };
+    CHECK(count_parquet() == 10);
+    maintenance_config mc;
+    mc.rewrite_min_files = 3;
+    auto m = run_task([&]() -> task<result<maintenance_result, iceberg_error>> { co_return co_await maintain(t, mc, now_ms(), {}); }());
+    REQUIRE(m);
+    CHECK(m->rewritten_files == 10);
+    CHECK(m->new_files == 2); // one per Kafka partition (identity partitioning)
+    CHECK(m->deleted_files == 0); // older snapshots still reference the small files
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 15}, {1, 10}});
+    auto cur = load(t).metadata.current_snapshot();
+    REQUIRE(cur);
+    CHECK(cur->summary.at("operation") == "replace");
+    CHECK(cur->summary.at("total-data-files") == "2");
+    CHECK(cur->summary.at("total-records") == "25");
+    CHECK(parse_next_offsets(cur->summary).value() == std::map<std::int32_t, std::int64_t>{{0, 15}, {1, 10}});
+    // The sink goes on from the replace snapshot.
+    put_segment(*bucket, "t", 0, 15, {value_batch(15, 4)});
+    auto r = step(s);
+    REQUIRE(r);
+    CHECK(r->committed);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 19}, {1, 10}});
+    // Once the old snapshots expire, the replaced files go.
+    mc.rewrite_min_files = 0;
+    mc.expire_after = std::chrono::milliseconds(0);
+    mc.keep_snapshots = 1;
+    mc.orphan_grace = std::chrono::milliseconds(0);
+    auto m2 = run_task([&]() -> task<result<maintenance_result, iceberg_error>> { co_return co_await maintain(t, mc, now_ms() + 1, {}); }());
+    REQUIRE(m2);
+    CHECK(count_parquet() == 3); // the two rewritten files and the last append
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 19}, {1, 10}});
 }
