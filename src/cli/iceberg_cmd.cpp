@@ -1,6 +1,7 @@
 // `skiff iceberg TARGET --topic T ...`: appends topics to Iceberg tables in the same store,
 // read straight from their segments (the sink of src/iceberg; docs/iceberg.md).
 #include "commands.hpp"
+#include "run_until_signal.hpp"
 #include "s3_config.hpp"
 #include "store_target.hpp"
 
@@ -275,38 +276,7 @@ int iceberg_command(const std::vector<std::string>& args) {
         return 2;
     }
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-    auto r = runtime::reactor::create(0);
-    if (!r) {
-        std::fprintf(stderr, "skiff: %s\n", r.error().c_str());
-        return 1;
-    }
-    runtime::reactor* home = r->get();
-    std::stop_source stop;
-    std::atomic<bool> finished{false};
-    std::thread signals([&set, &stop, &finished, home] {
-        int received = 0;
-        while (!finished.load()) {
-            timespec ts{0, 200 * 1000 * 1000};
-            int sig = sigtimedwait(&set, nullptr, &ts);
-            if (sig <= 0) continue;
-            if (++received == 1) {
-                log::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-                home->post([&stop] { stop.request_stop(); });
-            } else {
-                std::_Exit(130);
-            }
-        }
-    });
-    int rc = home->run_until_complete(run_iceberg(std::move(o), stop.get_token()));
-    finished = true;
-    signals.join();
-    return rc;
+    return run_until_signal([&o](std::stop_token st) { return run_iceberg(std::move(o), st); });
 }
 
 } // namespace skiff::cli

@@ -1,6 +1,7 @@
 // `skiff sql TARGET --listen 127.0.0.1:5432`: SQL over the topics of a namespace, read straight
 // from the bucket, for Postgres clients (psql, drivers). docs/sql.md.
 #include "commands.hpp"
+#include "run_until_signal.hpp"
 #include "s3_config.hpp"
 
 #include <skiff/core/log.hpp>
@@ -238,41 +239,7 @@ int sql_command(const std::vector<std::string>& args) {
     else if (level == "debug") log::set_level(log::level::debug);
     else log::set_level(log::level::warn);
 
-    // Signals go to one thread; the others (the reactors and workers inherit the mask) have
-    // them blocked. The stop is posted to the server's reactor: its stop callbacks touch the
-    // server's state and must run there (README, cross-core work).
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-    auto r = runtime::reactor::create(0);
-    if (!r) {
-        std::fprintf(stderr, "skiff: %s\n", r.error().c_str());
-        return 1;
-    }
-    runtime::reactor* home = r->get();
-    std::stop_source stop;
-    std::atomic<bool> finished{false};
-    std::thread signals([&set, &stop, &finished, home] {
-        int received = 0;
-        while (!finished.load()) {
-            timespec ts{0, 200 * 1000 * 1000};
-            int sig = sigtimedwait(&set, nullptr, &ts);
-            if (sig <= 0) continue;
-            if (++received == 1) {
-                log::info("received {}, stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-                home->post([&stop] { stop.request_stop(); });
-            } else {
-                std::_Exit(130);
-            }
-        }
-    });
-    int rc = home->run_until_complete(run_sql(std::move(o), stop.get_token()));
-    finished = true;
-    signals.join();
-    return rc;
+    return run_until_signal([&o](std::stop_token st) { return run_sql(std::move(o), st); });
 }
 
 } // namespace skiff::cli

@@ -68,15 +68,6 @@ std::size_t data_bytes(const std::vector<pq::column_data>& cols) {
     return n;
 }
 
-std::int64_t summary_int(const std::map<std::string, std::string>& s, const char* key) {
-    auto it = s.find(key);
-    if (it == s.end()) return 0;
-    try {
-        return std::stoll(it->second);
-    } catch (...) {
-        return 0;
-    }
-}
 
 iceberg_error avro_error(const avro::error& e, std::string_view what) {
     return iceberg_error(errc::invalid_metadata, fmt::format("{}: {}", what, e.message));
@@ -352,9 +343,9 @@ runtime::task<result<maintenance_result, iceberg_error>> rewrite_small_files(tab
     s.summary["deleted-records"] = std::to_string(added_rows);
     s.summary["added-files-size"] = std::to_string(bytes_out);
     s.summary["removed-files-size"] = std::to_string(bytes_in);
-    s.summary["total-data-files"] = std::to_string(summary_int(cur->summary, "total-data-files") -
+    s.summary["total-data-files"] = std::to_string(summary_number(cur->summary, "total-data-files") -
                                                    static_cast<std::int64_t>(replaced.size()) + static_cast<std::int64_t>(added.size()));
-    s.summary["total-files-size"] = std::to_string(summary_int(cur->summary, "total-files-size") - bytes_in + bytes_out);
+    s.summary["total-files-size"] = std::to_string(summary_number(cur->summary, "total-files-size") - bytes_in + bytes_out);
     const std::string prev = table.uri_of(table.metadata_key(t.version));
     auto next = t.metadata.with_snapshot(s, prev, now_ms);
     if (!next) co_return next.error();

@@ -61,15 +61,6 @@ iceberg_error from_avro(const avro::error& e, std::string_view what) {
     return iceberg_error(errc::invalid_metadata, fmt::format("{}: {}", what, e.message));
 }
 
-std::int64_t summary_int(const std::map<std::string, std::string>& s, const char* key) {
-    auto it = s.find(key);
-    if (it == s.end()) return 0;
-    try {
-        return std::stoll(it->second);
-    } catch (...) {
-        return 0;
-    }
-}
 
 } // namespace
 
@@ -394,9 +385,9 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
             auto list = read_manifest_list(*lbytes);
             if (!list) co_return from_avro(list.error(), fmt::format("reading {}", *list_key));
             manifests = std::move(list->manifests);
-            parent_records = summary_int(parent->summary, "total-records");
-            parent_files = summary_int(parent->summary, "total-data-files");
-            parent_size = summary_int(parent->summary, "total-files-size");
+            parent_records = summary_number(parent->summary, "total-records");
+            parent_files = summary_number(parent->summary, "total-data-files");
+            parent_size = summary_number(parent->summary, "total-files-size");
         }
         const std::int64_t seq = t.metadata.last_sequence_number() + 1;
         mine.sequence_number = seq;

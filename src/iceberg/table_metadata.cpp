@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <random>
 
@@ -294,6 +295,16 @@ result<table_metadata, iceberg_error> table_metadata::without_snapshots(const st
         }
     }
     return next;
+}
+
+std::int64_t summary_number(const std::map<std::string, std::string>& summary, std::string_view key) {
+    auto it = summary.find(std::string(key));
+    if (it == summary.end()) return 0;
+    std::int64_t v = 0;
+    const auto* b = it->second.data();
+    const auto* e = b + it->second.size();
+    auto [end, ec] = std::from_chars(b, e, v);
+    return ec == std::errc() && end == e ? v : 0;
 }
 
 std::string new_uuid() {

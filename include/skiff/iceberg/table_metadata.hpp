@@ -79,6 +79,10 @@ private:
     nlohmann::json _doc;
 };
 
+// A number in a snapshot summary ("total-records"...): 0 when absent or not a number (the
+// summary is informational; another writer may leave keys out).
+std::int64_t summary_number(const std::map<std::string, std::string>& summary, std::string_view key);
+
 // 36-character lowercase text of a random v4 UUID, and a random positive snapshot id (both
 // from a per-call seeded engine: ids only need to be unique).
 std::string new_uuid();
