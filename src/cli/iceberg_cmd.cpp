@@ -8,6 +8,9 @@
 #include <skiff/core/log.hpp>
 #include <skiff/iceberg/maintenance.hpp>
 #include <skiff/iceberg/sink.hpp>
+#include <skiff/iceberg/sink_metrics.hpp>
+#include <skiff/metrics/endpoint.hpp>
+#include <skiff/runtime/gate.hpp>
 #include <skiff/iceberg/table_store.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/reactor.hpp>
@@ -55,13 +58,14 @@ constexpr const char* iceberg_usage =
     "  --small-file-bytes N    data files below this are small (default 33554432)\n"
     "  --target-file-bytes N   rewritten files are up to this big (default 134217728)\n"
     "  --once                  commit everything there is now, then exit\n"
+    "  --http-addr HOST:PORT   serve /metrics, /traces and /health there (skiff_iceberg_* per topic)\n"
     "  --log-level L           error | warn | info (default) | debug\n"
     "\n"
     "Exit status: 0 success, 1 store or table error, 2 usage.\n";
 
 struct iceberg_options {
     iceberg_options() = default;
-    std::string target, ns = "default", warehouse, location_base;
+    std::string target, ns = "default", warehouse, location_base, http_addr;
     std::vector<std::string> topics;
     iceberg::partitioning partition_by = iceberg::partitioning::day;
     std::vector<iceberg::projection> projections;
@@ -131,6 +135,25 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
     while (!warehouse.empty() && warehouse.back() == '/') warehouse.pop_back();
     std::string base = o.location_base.empty() ? store.describe() : o.location_base;
     while (!base.empty() && base.back() == '/') base.pop_back();
+    // The observability endpoint, when asked for: the same routes as the broker's.
+    std::unique_ptr<http::server> http_srv;
+    metrics::service obs;
+    runtime::gate http_gate("http");
+    std::stop_source http_stop;
+    if (!o.http_addr.empty()) {
+        http::server_config hc;
+        hc.addr = o.http_addr;
+        auto srv = http::server::listen(hc);
+        if (!srv) {
+            std::fprintf(stderr, "skiff: %s (--http-addr)\n", srv.error().c_str());
+            co_return 1;
+        }
+        http_srv = std::move(*srv);
+        metrics::add_routes(*http_srv, obs);
+        (void)http_gate.spawn(http_srv->serve(http_stop.get_token()));
+        log::info("iceberg: metrics on http://{}", http_srv->local_address().to_string());
+    }
+    std::vector<std::unique_ptr<iceberg::sink_metrics>> observers;
     std::vector<std::unique_ptr<iceberg::sink>> sinks;
     std::vector<std::unique_ptr<iceberg::table_store>> tables; // maintenance's view of each table
     for (const auto& topic : o.topics) {
@@ -144,7 +167,10 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
         c.commit_interval = std::chrono::milliseconds(o.interval_ms);
         c.commit_bytes = o.commit_bytes;
         c.zstd = o.zstd;
-        c.on_step = [topic](const iceberg::step_result& r) {
+        observers.push_back(std::make_unique<iceberg::sink_metrics>(topic));
+        iceberg::sink_metrics* m = observers.back().get();
+        c.on_step = [topic, m](const iceberg::step_result& r) {
+            m->on_step(r);
             if (r.committed) {
                 log::info("iceberg: {}: {} rows, {} files, {} bytes -> version {} ({} conflicts)", topic, r.rows, r.files,
                           r.file_bytes, r.version, r.conflicts);
@@ -167,6 +193,7 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
         log::info("iceberg: topic {} -> {}", topic, c.location);
         tables.push_back(std::make_unique<iceberg::table_store>(store, c.table_prefix, c.location));
         sinks.push_back(std::make_unique<iceberg::sink>(store, std::move(c)));
+        m->attach(*sinks.back());
     }
     std::vector<runtime::task<int>> runs;
     for (std::size_t k = 0; k < sinks.size(); ++k) {
@@ -176,6 +203,9 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
     auto results = co_await runtime::when_all(std::move(runs));
     int rc = 0;
     for (auto& r : results) rc = std::max(rc, r);
+    http_stop.request_stop();
+    co_await http_gate.close();
+    observers.clear(); // unregistered before the sinks they read go
     co_return rc;
 }
 
@@ -223,6 +253,7 @@ int iceberg_command(const std::vector<std::string>& args) {
     bool uncompressed = false;
     app.add_flag("--uncompressed", uncompressed);
     app.add_flag("--once", o.once);
+    app.add_option("--http-addr", o.http_addr);
     app.add_option("--log-level", level)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     auto* endpoint_opt = app.add_option("--s3-endpoint", endpoint)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     auto* region_opt = app.add_option("--s3-region", region)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);

@@ -295,9 +295,11 @@ def test_two_sinks_at_once(t):
     create_topic(b, topic, PARTITIONS)
     table = Table(t, b)
     sinks = []
+    http_port = broker.free_port()
     for k in range(2):
         log = open(os.path.join(t.workdir, f"sink-{k}.log"), "wb")
-        sinks.append(subprocess.Popen(table.sink_args(topic, "--commit-interval-ms", "50", "--log-level", "info"),
+        extra = ["--http-addr", f"127.0.0.1:{http_port}"] if k == 0 else []
+        sinks.append(subprocess.Popen(table.sink_args(topic, "--commit-interval-ms", "50", "--log-level", "info", *extra),
                                       stdout=log, stderr=subprocess.STDOUT))
     t.cleanups.append(lambda: [s.kill() for s in sinks if s.poll() is None])
     produced = {}
@@ -305,6 +307,11 @@ def test_two_sinks_at_once(t):
         produced.update(produce(b, topic, make_messages(f"r{k}", 60)))
         time.sleep(0.2)
     time.sleep(1.0)
+    # Sink 0's endpoint: its steps in the skiff_iceberg_* series of the topic.
+    metrics_of = type("Endpoint", (), {"http_port": http_port})()
+    done = broker.wait_until(lambda: broker.metric_counter(metrics_of, "skiff_iceberg_commits_total", topic=topic) +
+                             broker.metric_counter(metrics_of, "skiff_iceberg_abandoned_total", topic=topic), 30,
+                             "sink 0 to report a commit or a step yielded")
     for s in sinks:
         s.send_signal(signal.SIGTERM)
     for k, s in enumerate(sinks):
@@ -315,7 +322,8 @@ def test_two_sinks_at_once(t):
     doc = table.read(topic)
     check_rows(doc, produced, "after two sinks ran at once")
     logs = "".join(open(os.path.join(t.workdir, f"sink-{k}.log"), errors="replace").read() for k in range(2))
-    t.log(f"{len(produced)} records once in {doc['snapshots']} snapshots; "
+    t.log(f"sink 0 reported {done} commits and yielded steps on /metrics; "
+          f"{len(produced)} records once in {doc['snapshots']} snapshots; "
           f"{logs.count('another writer committed')} steps yielded to the other sink, "
           f"{sum(1 for line in logs.splitlines() if 'conflicts)' in line and '(0 conflicts)' not in line)} commits rebased")
 
