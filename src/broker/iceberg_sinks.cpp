@@ -83,6 +83,7 @@ runtime::task<void> run_iceberg_sinks(shard* sh0) {
         };
         log::info("iceberg: sinking topic {} into {}", topic, c.location);
         state->table = std::make_unique<iceberg::table_store>(*sh0->store, c.table_prefix, c.location);
+        state->table->set_budget(sh0->budget.get()); // maintenance, throttled with everything else
         state->sink = std::make_unique<iceberg::sink>(*sh0->store, std::move(c));
         state->metrics->attach(*state->sink);
         sinks.push_back(std::move(state));

@@ -103,7 +103,9 @@ struct sink::impl {
     bool more_pending = false; // the last step stopped at commit_bytes
 
     impl(storage::object_store& s, sink_config c)
-        : store(s), cfg(std::move(c)), table(s, cfg.table_prefix, cfg.location), discovery(s, cfg.ns, cfg.topic) {}
+        : store(s), cfg(std::move(c)), table(s, cfg.table_prefix, cfg.location), discovery(s, cfg.ns, cfg.topic) {
+        table.set_budget(cfg.scan.budget); // the table's requests share the scan's S3 budget
+    }
 
     bool stage(std::string_view name) { return !cfg.before_stage || cfg.before_stage(name); }
 

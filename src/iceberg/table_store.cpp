@@ -62,9 +62,53 @@ std::optional<std::string> table_store::key_of(std::string_view uri) const {
     return _prefix + std::string(rest);
 }
 
+runtime::task<result<std::optional<storage::io_budget::permit>, iceberg_error>> table_store::permit(std::stop_token st) {
+    if (!_budget) co_return std::optional<storage::io_budget::permit>();
+    auto p = co_await _budget->acquire(storage::io_budget::priority::normal, st);
+    if (!p) co_return iceberg_error(errc::cancelled, "waiting for the S3 budget: cancelled");
+    co_return std::optional<storage::io_budget::permit>(std::move(*p));
+}
+
+// Each request with a permit of the budget held for just that request.
+runtime::task<result<storage::get_result, storage::store_error>> table_store::budgeted_get(std::string key,
+                                                                                          std::optional<storage::byte_range> r,
+                                                                                          std::stop_token st) {
+    auto held = co_await permit(st);
+    if (!held) co_return storage::store_error(storage::errc::cancelled, held.error().message);
+    co_return co_await _store.get(std::move(key), r, st);
+}
+
+runtime::task<result<void, storage::store_error>> table_store::budgeted_put(std::string key, std::span<const char> body,
+                                                                           bool if_absent, std::stop_token st) {
+    auto held = co_await permit(st);
+    if (!held) co_return storage::store_error(storage::errc::cancelled, held.error().message);
+    co_return co_await _store.put(std::move(key), body, if_absent, st);
+}
+
+runtime::task<result<std::uint64_t, storage::store_error>> table_store::budgeted_size(std::string key, std::stop_token st) {
+    auto held = co_await permit(st);
+    if (!held) co_return storage::store_error(storage::errc::cancelled, held.error().message);
+    co_return co_await _store.size(std::move(key), st);
+}
+
+runtime::task<result<void, storage::store_error>> table_store::budgeted_remove_many(std::vector<std::string> keys,
+                                                                                   std::stop_token st) {
+    auto held = co_await permit(st);
+    if (!held) co_return storage::store_error(storage::errc::cancelled, held.error().message);
+    co_return co_await _store.remove_many(std::move(keys), st);
+}
+
+runtime::task<result<storage::list_result, storage::store_error>> table_store::budgeted_list(std::string prefix, std::string after,
+                                                                                            std::string token, int max_keys,
+                                                                                            std::stop_token st) {
+    auto held = co_await permit(st);
+    if (!held) co_return storage::store_error(storage::errc::cancelled, held.error().message);
+    co_return co_await _store.list(std::move(prefix), std::move(after), std::move(token), max_keys, st);
+}
+
 runtime::task<result<std::optional<int>, iceberg_error>> table_store::read_hint(std::stop_token st) {
     std::string key = fmt::format("{}/metadata/{}", _prefix, hint_name);
-    auto r = co_await _store.get(std::move(key), std::nullopt, st);
+    auto r = co_await budgeted_get(std::move(key), std::nullopt, st);
     if (!r) {
         if (r.error().code == storage::errc::not_found) co_return std::optional<int>();
         co_return from_store(r.error(), "reading the version hint");
@@ -92,7 +136,7 @@ runtime::task<result<loaded_table, iceberg_error>> table_store::load(std::stop_t
     const std::optional<int> hinted = *hint;
     if (version) {
         // The hinted version must exist; if it does not, the hint is not to be trusted.
-        auto s = co_await _store.size(metadata_key(*version), st);
+        auto s = co_await budgeted_size(metadata_key(*version), st);
         if (!s) {
             if (s.error().code != storage::errc::not_found) co_return from_store(s.error(), "probing the hinted version");
             version.reset();
@@ -106,7 +150,7 @@ runtime::task<result<loaded_table, iceberg_error>> table_store::load(std::stop_t
     }
     // Later versions than the hint: a writer died before its hint, or hints raced.
     while (true) {
-        auto s = co_await _store.size(metadata_key(*version + 1), st);
+        auto s = co_await budgeted_size(metadata_key(*version + 1), st);
         if (!s) {
             if (s.error().code == storage::errc::not_found) break;
             co_return from_store(s.error(), "probing for a later version");
@@ -120,10 +164,10 @@ runtime::task<result<loaded_table, iceberg_error>> table_store::load(std::stop_t
         // wrote the hint). Best effort: its failure is the next load's to heal.
         const std::string text = std::to_string(*version);
         std::string hint_key = fmt::format("{}/metadata/{}", _prefix, hint_name);
-        (void)co_await _store.put(std::move(hint_key), std::span<const char>(text.data(), text.size()), false, st);
+        (void)co_await budgeted_put(std::move(hint_key), std::span<const char>(text.data(), text.size()), false, st);
     }
     const std::string key = metadata_key(*version);
-    auto body = co_await _store.get(key, std::nullopt, st);
+    auto body = co_await budgeted_get(key, std::nullopt, st);
     if (!body) co_return from_store(body.error(), fmt::format("reading {}", key));
     auto md = table_metadata::parse(body->data);
     if (!md) co_return iceberg_error(errc::invalid_metadata, fmt::format("{}: {}", key, md.error().message));
@@ -137,7 +181,7 @@ runtime::task<result<int, iceberg_error>> table_store::commit(int base_version, 
     const int version = base_version + 1;
     const std::string body = next.dump();
     std::string key = metadata_key(version);
-    auto r = co_await _store.put(key, std::span<const char>(body.data(), body.size()), true, st);
+    auto r = co_await budgeted_put(key, std::span<const char>(body.data(), body.size()), true, st);
     if (!r) {
         if (r.error().code == storage::errc::precondition_failed) {
             co_return iceberg_error(errc::conflict, fmt::format("version {} of {} was committed by another writer", version, _location));
@@ -146,24 +190,24 @@ runtime::task<result<int, iceberg_error>> table_store::commit(int base_version, 
     }
     const std::string hint = std::to_string(version);
     std::string hint_key = fmt::format("{}/metadata/{}", _prefix, hint_name);
-    (void)co_await _store.put(std::move(hint_key), std::span<const char>(hint.data(), hint.size()), false, st);
+    (void)co_await budgeted_put(std::move(hint_key), std::span<const char>(hint.data(), hint.size()), false, st);
     co_return version;
 }
 
 runtime::task<result<std::string, iceberg_error>> table_store::read(std::string key, std::stop_token st) {
-    auto r = co_await _store.get(key, std::nullopt, st);
+    auto r = co_await budgeted_get(key, std::nullopt, st);
     if (!r) co_return from_store(r.error(), fmt::format("reading {}", key));
     co_return std::move(r->data);
 }
 
 runtime::task<result<void, iceberg_error>> table_store::write(std::string key, std::span<const char> body, std::stop_token st) {
-    auto r = co_await _store.put(key, body, false, st);
+    auto r = co_await budgeted_put(key, body, false, st);
     if (!r) co_return from_store(r.error(), fmt::format("writing {}", key));
     co_return ok();
 }
 
 runtime::task<result<void, iceberg_error>> table_store::remove_many(std::vector<std::string> keys, std::stop_token st) {
-    auto r = co_await _store.remove_many(std::move(keys), st);
+    auto r = co_await budgeted_remove_many(std::move(keys), st);
     if (!r) co_return from_store(r.error(), "deleting files");
     co_return ok();
 }
@@ -173,7 +217,7 @@ runtime::task<result<std::vector<storage::object_entry>, iceberg_error>> table_s
     std::vector<storage::object_entry> out;
     std::string token;
     while (true) {
-        auto page = co_await _store.list(prefix, std::string(), token, 1000, st);
+        auto page = co_await budgeted_list(prefix, std::string(), token, 1000, st);
         if (!page) co_return from_store(page.error(), fmt::format("listing {}", prefix));
         for (auto& e : page->objects) out.push_back(std::move(e));
         if (page->next_token.empty()) break;

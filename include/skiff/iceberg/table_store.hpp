@@ -19,6 +19,7 @@
 #include <skiff/iceberg/errc.hpp>
 #include <skiff/iceberg/table_metadata.hpp>
 #include <skiff/runtime/task.hpp>
+#include <skiff/storage/io_budget.hpp>
 #include <skiff/storage/object_store.hpp>
 
 #include <optional>
@@ -65,14 +66,29 @@ public:
     runtime::task<result<std::vector<storage::object_entry>, iceberg_error>> list(std::string sub, std::stop_token st);
 
     storage::object_store& store() noexcept { return _store; }
+    // Every request of this table takes a permit of `b` first (normal priority: below flush
+    // uploads), so sinks and maintenance share the broker's S3 budget. Null: none.
+    void set_budget(storage::io_budget* b) noexcept { _budget = b; }
 
 private:
+    // A permit of the budget, or none without one; cancelled when `st` fires while waiting.
+    runtime::task<result<std::optional<storage::io_budget::permit>, iceberg_error>> permit(std::stop_token st);
+    runtime::task<result<storage::get_result, storage::store_error>> budgeted_get(std::string key, std::optional<storage::byte_range> r,
+                                                                                 std::stop_token st);
+    runtime::task<result<void, storage::store_error>> budgeted_put(std::string key, std::span<const char> body, bool if_absent,
+                                                                  std::stop_token st);
+    runtime::task<result<std::uint64_t, storage::store_error>> budgeted_size(std::string key, std::stop_token st);
+    runtime::task<result<void, storage::store_error>> budgeted_remove_many(std::vector<std::string> keys, std::stop_token st);
+    runtime::task<result<storage::list_result, storage::store_error>> budgeted_list(std::string prefix, std::string after,
+                                                                                   std::string token, int max_keys,
+                                                                                   std::stop_token st);
     runtime::task<result<std::optional<int>, iceberg_error>> read_hint(std::stop_token st);
     runtime::task<result<std::optional<int>, iceberg_error>> highest_listed(std::stop_token st);
 
     storage::object_store& _store;
     std::string _prefix;
     std::string _location;
+    storage::io_budget* _budget = nullptr;
 };
 
 // The version in "v<N>.metadata.json" (the last path component of `key`); nullopt otherwise.

@@ -353,3 +353,25 @@ TEST_CASE("small files of a partition are rewritten into one; rows, offsets and 
     CHECK(count_parquet() == 3); // the two rewritten files and the last append
     CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 19}, {1, 10}});
 }
+
+TEST_CASE("the sink's and maintenance's requests take permits of the S3 budget", "[iceberg][sink][budget]") {
+    auto bucket = std::make_shared<storage::memory_bucket>();
+    put_segment(*bucket, "t", 0, 0, {value_batch(0, 6)});
+    put_segment(*bucket, "t", 1, 0, {value_batch(0, 6)});
+    storage::memory_store store(bucket);
+    storage::global_io_cap cap(2);
+    storage::io_budget budget(2, &cap); // a small budget: nothing may hold a permit across another request
+    auto c = config_for("t");
+    c.scan.budget = &budget;
+    sink s(store, c);
+    REQUIRE(step(s)->committed);
+    const auto after_step = budget.stats().acquired;
+    CHECK(after_step >= 8); // table loads and commits, data file, manifest, list, segment GETs
+    table_store t(store, "iceberg/default/t", "s3://bucket/iceberg/default/t");
+    t.set_budget(&budget);
+    maintenance_config mc;
+    auto m = run_task([&]() -> task<result<maintenance_result, iceberg_error>> { co_return co_await maintain(t, mc, now_ms(), {}); }());
+    REQUIRE(m);
+    CHECK(budget.stats().acquired > after_step);
+    CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 6}, {1, 6}});
+}
