@@ -61,7 +61,8 @@ runtime::task<void> run_iceberg_sinks(shard* sh0) {
         c.table_prefix = warehouse + "/" + topic;
         c.location = base + "/" + c.table_prefix;
         c.partition_by = ic.partition_by;
-        c.projections = ic.projections;
+        auto projections = iceberg::projections_for(ic.projections, topic); // checked at start-up
+        if (projections) c.projections = std::move(*projections);
         c.commit_interval = ic.commit_interval;
         c.scan.budget = sh0->budget.get(); // reads share the S3 budget with flushes and lifecycle work
         c.scan.parallel_gets = 8;

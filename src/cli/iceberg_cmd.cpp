@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -45,8 +46,9 @@ constexpr const char* iceberg_usage =
     "  --location-base URI     the URI engines reach the store's root at (default s3://BUCKET or\n"
     "                          file://DIR); written into the tables' metadata\n"
     "  --partition-by P        day (day(timestamp), the default) | partition | none\n"
-    "  --project NAME:TYPE:PATH  a typed column from JSON values (repeatable); TYPE: string, long,\n"
-    "                          double, boolean, timestamptz; PATH: $.a.b\n"
+    "  --project [TOPIC/]NAME:TYPE:PATH  a typed column from JSON values, for every topic or for\n"
+    "                          TOPIC only (repeatable); TYPE: string, long, double, boolean,\n"
+    "                          timestamptz; PATH: $.a.b\n"
     "  --commit-interval-ms N  time between commits (default 10000)\n"
     "  --commit-bytes N        record bytes per commit at most (default 134217728)\n"
     "  --uncompressed          Parquet pages without ZSTD\n"
@@ -68,7 +70,7 @@ struct iceberg_options {
     std::string target, ns = "default", warehouse, location_base, http_addr;
     std::vector<std::string> topics;
     iceberg::partitioning partition_by = iceberg::partitioning::day;
-    std::vector<iceberg::projection> projections;
+    std::vector<iceberg::scoped_projection> projections;
     std::int64_t interval_ms = 10'000;
     std::size_t commit_bytes = 128u << 20;
     bool zstd = true, once = false;
@@ -163,7 +165,8 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
         c.table_prefix = warehouse + "/" + topic;
         c.location = base + "/" + c.table_prefix;
         c.partition_by = o.partition_by;
-        c.projections = o.projections;
+        auto projections = iceberg::projections_for(o.projections, topic); // checked before
+        if (projections) c.projections = std::move(*projections);
         c.commit_interval = std::chrono::milliseconds(o.interval_ms);
         c.commit_bytes = o.commit_bytes;
         c.zstd = o.zstd;
@@ -207,16 +210,6 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
     co_await http_gate.close();
     observers.clear(); // unregistered before the sinks they read go
     co_return rc;
-}
-
-std::optional<iceberg::projection> parse_projection(const std::string& s, std::string* why) {
-    const auto a = s.find(':');
-    const auto b = a == std::string::npos ? a : s.find(':', a + 1);
-    if (b == std::string::npos) {
-        *why = "expected NAME:TYPE:PATH";
-        return std::nullopt;
-    }
-    return iceberg::projection(s.substr(0, a), s.substr(a + 1, b - a - 1), s.substr(b + 1));
 }
 
 } // namespace
@@ -288,17 +281,22 @@ int iceberg_command(const std::vector<std::string>& args) {
     }
     o.partition_by = *p;
     for (const auto& s : projects) {
-        std::string why;
-        auto pr = parse_projection(s, &why);
+        auto pr = iceberg::parse_projection_spec(s);
         if (!pr) {
-            std::fprintf(stderr, "skiff: --project %s: %s\n", s.c_str(), why.c_str());
+            std::fprintf(stderr, "skiff: --project %s\n", pr.error().message.c_str());
+            return 2;
+        }
+        if (!pr->topic.empty() && std::find(o.topics.begin(), o.topics.end(), pr->topic) == o.topics.end()) {
+            std::fprintf(stderr, "skiff: --project %s: topic '%s' is not a --topic\n", s.c_str(), pr->topic.c_str());
             return 2;
         }
         o.projections.push_back(std::move(*pr));
     }
-    if (auto c = iceberg::check_projections(o.projections); !c) {
-        std::fprintf(stderr, "skiff: --project: %s\n", c.error().message.c_str());
-        return 2;
+    for (const auto& t : o.topics) {
+        if (auto c = iceberg::projections_for(o.projections, t); !c) {
+            std::fprintf(stderr, "skiff: --project: %s\n", c.error().message.c_str());
+            return 2;
+        }
     }
     if (endpoint_opt->count()) o.flags.endpoint = endpoint;
     if (region_opt->count()) o.flags.region = region;

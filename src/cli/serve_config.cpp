@@ -181,8 +181,8 @@ const serve_flag flags[] = {
      "the URI engines reach the store's root at, written into table metadata (default: the store's)"},
     {"iceberg-partition-by", value_kind::text, "day|partition|none", "Iceberg partitioning: day(timestamp), Kafka partition, none",
      [](const cfg_t& c) { return std::string(iceberg::to_string(c.iceberg.partition_by)); }},
-    {"iceberg-project", value_kind::text, "NAME:TYPE:PATH;...",
-     "typed Iceberg columns from JSON values (TYPE string|long|double|boolean|timestamptz, PATH $.a.b)"},
+    {"iceberg-project", value_kind::text, "[TOPIC/]NAME:TYPE:PATH;...",
+     "typed Iceberg columns from JSON values, for every topic or TOPIC/ one (TYPE string|long|double|boolean|timestamptz, PATH $.a.b)"},
     {"iceberg-commit-interval-ms", value_kind::number, "MS", "time between Iceberg commits",
      [](const cfg_t& c) { return ms(c.iceberg.commit_interval); }},
     // The logger's own default; broker_config does not carry the level.
@@ -472,15 +472,20 @@ result<broker::broker_config, std::string> make_config(const raw_values& s) {
         std::string_view rest = *v;
         while (!rest.empty()) {
             auto semi = rest.find(';');
-            std::string one(rest.substr(0, semi));
-            const auto a = one.find(':');
-            const auto b = a == std::string::npos ? a : one.find(':', a + 1);
-            if (b == std::string::npos) return failure{"--iceberg-project: '" + one + "': expected NAME:TYPE:PATH"};
-            cfg.iceberg.projections.emplace_back(one.substr(0, a), one.substr(a + 1, b - a - 1), one.substr(b + 1));
+            auto one = iceberg::parse_projection_spec(rest.substr(0, semi));
+            if (!one) return failure{"--iceberg-project: " + one.error().message};
+            cfg.iceberg.projections.push_back(std::move(*one));
             if (semi == std::string_view::npos) break;
             rest.remove_prefix(semi + 1);
         }
-        if (auto c = iceberg::check_projections(cfg.iceberg.projections); !c) return failure{"--iceberg-project: " + c.error().message};
+        for (const auto& t : cfg.iceberg.topics) {
+            if (auto c = iceberg::projections_for(cfg.iceberg.projections, t); !c) return failure{"--iceberg-project: " + c.error().message};
+        }
+        for (const auto& sp : cfg.iceberg.projections) {
+            if (!sp.topic.empty() && std::find(cfg.iceberg.topics.begin(), cfg.iceberg.topics.end(), sp.topic) == cfg.iceberg.topics.end()) {
+                return failure{"--iceberg-project: topic '" + sp.topic + "' is not in --iceberg-topics"};
+            }
+        }
     }
     if (auto e = number(s, "iceberg-commit-interval-ms", 10, 86400000, n)) return failure{*e};
     if (s.has("iceberg-commit-interval-ms")) cfg.iceberg.commit_interval = std::chrono::milliseconds(n);

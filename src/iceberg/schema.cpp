@@ -88,6 +88,39 @@ result<void, iceberg_error> check_projections(std::span<const projection> ps) {
     return ok();
 }
 
+result<scoped_projection, iceberg_error> parse_projection_spec(std::string_view spec) {
+    scoped_projection out;
+    const auto a = spec.find(':');
+    const auto b = a == std::string_view::npos ? a : spec.find(':', a + 1);
+    if (b == std::string_view::npos) {
+        return iceberg_error(errc::invalid_argument, fmt::format("'{}': expected NAME:TYPE:PATH or TOPIC/NAME:TYPE:PATH", spec));
+    }
+    std::string_view name = spec.substr(0, a);
+    if (const auto slash = name.find('/'); slash != std::string_view::npos) {
+        out.topic = std::string(name.substr(0, slash));
+        name = name.substr(slash + 1);
+        if (out.topic.empty()) return iceberg_error(errc::invalid_argument, fmt::format("'{}': empty topic before '/'", spec));
+    }
+    out.column = projection(std::string(name), std::string(spec.substr(a + 1, b - a - 1)), std::string(spec.substr(b + 1)));
+    const projection one[] = {out.column};
+    if (auto c = check_projections(one); !c) return c.error();
+    return out;
+}
+
+result<std::vector<projection>, iceberg_error> projections_for(std::span<const scoped_projection> specs, std::string_view topic) {
+    std::vector<projection> out;
+    for (const auto& s : specs) {
+        if (s.topic.empty()) out.push_back(s.column);
+    }
+    for (const auto& s : specs) {
+        if (s.topic == topic) out.push_back(s.column);
+    }
+    if (auto c = check_projections(out); !c) {
+        return iceberg_error(errc::invalid_argument, fmt::format("topic {}: {}", topic, c.error().message));
+    }
+    return out;
+}
+
 result<evolved_schema, iceberg_error> evolve_schema(const json* current, int last_column_id, std::span<const projection> ps,
                                                     int schema_id) {
     if (auto c = check_projections(ps); !c) return c.error();

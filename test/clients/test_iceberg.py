@@ -349,9 +349,10 @@ def test_serve_sinks_its_topics(t):
     b = t.broker(start=False)
     table = Table(t, b)
     topic = t.topic("icesrv")
+    # One projection for every topic, one for this topic only (TOPIC/NAME:TYPE:PATH).
     b.extra_args += ["--iceberg-topics", topic, "--iceberg-commit-interval-ms", "200",
                      "--iceberg-location-base", table.base, "--iceberg-partition-by", "partition",
-                     "--iceberg-project", "amount:double:$.amount;customer:string:$.customer"]
+                     "--iceberg-project", f"amount:double:$.amount;{topic}/customer:string:$.customer"]
     if b.store == "s3":
         b.extra_args += ["--iceberg-warehouse", table.warehouse()]
     b.start()
@@ -543,7 +544,10 @@ def test_usage_errors(t):
                         (["/tmp/x", "--topic", "a", "--partition-by", "hour"], "partition-by"),
                         (["/tmp/x", "--topic", "a", "--project", "Bad:long:$.a"], "names are"),
                         (["/tmp/x", "--topic", "a", "--project", "a:decimal:$.a"], "not one of"),
-                        (["/tmp/x", "--topic", "a", "--project", "a-long"], "NAME:TYPE:PATH")]:
+                        (["/tmp/x", "--topic", "a", "--project", "a-long"], "NAME:TYPE:PATH"),
+                        (["/tmp/x", "--topic", "a", "--project", "b/x:long:$.x"], "not a --topic"),
+                        (["/tmp/x", "--topic", "a", "--project", "x:long:$.x", "--project", "a/x:string:$.y"],
+                         "named twice")]:
         p = subprocess.run([t.skiff, "iceberg", *args], capture_output=True, timeout=30)
         if p.returncode != 2 or words.encode() not in p.stderr:
             raise AssertionError(f"skiff iceberg {args}: exit {p.returncode}, stderr {p.stderr[-500:]!r}; "

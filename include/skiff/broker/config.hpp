@@ -28,7 +28,7 @@ struct iceberg_settings {
     std::string warehouse;                      // key prefix of the tables; empty: "iceberg/<namespace>"
     std::string location_base;                  // the URI engines read the store's root at; empty: the store's
     iceberg::partitioning partition_by = iceberg::partitioning::day;
-    std::vector<iceberg::projection> projections;
+    std::vector<iceberg::scoped_projection> projections; // every topic's, or one topic's
     std::chrono::milliseconds commit_interval{10000};
 };
 

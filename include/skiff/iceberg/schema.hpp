@@ -43,6 +43,17 @@ result<std::vector<std::string>, iceberg_error> parse_json_path(std::string_view
 // Checks names, types and paths of a set of projections (no duplicates, no fixed names).
 result<void, iceberg_error> check_projections(std::span<const projection> ps);
 
+// `NAME:TYPE:PATH` for every topic, or `TOPIC/NAME:TYPE:PATH` for one (a '/' is in no topic
+// name and no column name), as --project and --iceberg-project take them. Checks the pieces.
+struct scoped_projection {
+    std::string topic; // empty: every topic
+    projection column;
+};
+result<scoped_projection, iceberg_error> parse_projection_spec(std::string_view spec);
+// The projections that apply to `topic`, in order (every-topic ones first); an error when two
+// share a name.
+result<std::vector<projection>, iceberg_error> projections_for(std::span<const scoped_projection> specs, std::string_view topic);
+
 // A schema (Iceberg JSON, "type":"struct") with the fixed columns and `ps`. `current` is the
 // table's current schema or null for a new table; a projection already in it (same name)
 // keeps its id and must keep its type; new ones are numbered from last_column_id + 1.

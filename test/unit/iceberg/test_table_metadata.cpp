@@ -223,3 +223,31 @@ TEST_CASE("numbers and shapes that would convert badly are refused (fuzzer findi
     REQUIRE(ok);
     CHECK(ok->current_snapshot()->id == 5);
 }
+
+TEST_CASE("projection specs name every topic or one topic", "[iceberg][schema]") {
+    auto all = parse_projection_spec("amount:double:$.order.amount");
+    REQUIRE(all);
+    CHECK(all->topic.empty());
+    CHECK(all->column.name == "amount");
+    CHECK(all->column.path == "$.order.amount");
+    auto one = parse_projection_spec("orders/customer:string:$.customer");
+    REQUIRE(one);
+    CHECK(one->topic == "orders");
+    CHECK(one->column.name == "customer");
+    CHECK_FALSE(parse_projection_spec("amount-double"));
+    CHECK_FALSE(parse_projection_spec("/amount:double:$.a"));
+    CHECK_FALSE(parse_projection_spec("orders/Amount:double:$.a"));
+    const std::vector<scoped_projection> specs{*all, *one, parse_projection_spec("clicks/customer:long:$.c").value()};
+    auto orders = projections_for(specs, "orders");
+    REQUIRE(orders);
+    REQUIRE(orders->size() == 2);
+    CHECK((*orders)[1].type == "string");
+    auto clicks = projections_for(specs, "clicks");
+    REQUIRE(clicks);
+    CHECK((*clicks)[1].type == "long");
+    CHECK(projections_for(specs, "other").value().size() == 1);
+    const std::vector<scoped_projection> clash{*all, parse_projection_spec("orders/amount:long:$.b").value()};
+    auto r = projections_for(clash, "orders");
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("orders") != std::string::npos);
+}
