@@ -11,17 +11,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from broker import free_port as _free_port  # noqa: E402 - never the same port twice (client and peer)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
