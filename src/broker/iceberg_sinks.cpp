@@ -8,6 +8,7 @@
 #include <skiff/iceberg/sink.hpp>
 #include <skiff/iceberg/sink_metrics.hpp>
 #include <skiff/iceberg/table_store.hpp>
+#include <skiff/runtime/smp.hpp>
 #include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/when_all.hpp>
 
@@ -24,10 +25,41 @@ struct sink_state {
     std::unique_ptr<iceberg::sink> sink;
     std::unique_ptr<iceberg::table_store> table;
     std::unique_ptr<iceberg::sink_metrics> metrics; // last: unregistered before the sink goes
+    std::string topic;
 };
 
 std::int64_t wall_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// On one core: the high watermarks of `topic`'s partitions open there.
+runtime::task<std::vector<std::pair<std::int32_t, std::int64_t>>> watermarks(shard* sh, const std::string* topic) {
+    std::vector<std::pair<std::int32_t, std::int64_t>> out;
+    for (auto& [k, slot] : sh->parts) {
+        if (k.first == *topic && slot && slot->log) out.emplace_back(k.second, slot->log->high_watermark());
+    }
+    co_return out;
+}
+
+// Keeps skiff_iceberg_lag_offsets current: the partitions open on this broker's cores (the
+// ones it owns), their high watermarks against the table's next offsets.
+runtime::task<void> lag_loop(shard* sh0, const std::string* topic, iceberg::sink_metrics* m, std::chrono::milliseconds every,
+                             std::stop_token st) {
+    while (!st.stop_requested()) {
+        auto slept = co_await runtime::sleep(every, st);
+        if (!slept) break;
+        std::int64_t lag = 0;
+        const auto& next = m->next_offsets();
+        for (unsigned c = 0; c < sh0->shared->cores; ++c) {
+            shard* target = sh0->shared->shards[c];
+            auto hw = co_await runtime::submit_to(c, [target, topic] { return watermarks(target, topic); });
+            for (const auto& [p, h] : hw) {
+                auto it = next.find(p);
+                lag += std::max<std::int64_t>(0, h - (it == next.end() ? 0 : it->second));
+            }
+        }
+        m->set_lag_offsets(lag);
+    }
 }
 
 runtime::task<void> maintenance_loop(iceberg::table_store* table, std::stop_token st) {
@@ -75,6 +107,7 @@ runtime::task<void> run_iceberg_sinks(shard* sh0) {
         }
         auto state = std::make_unique<sink_state>();
         state->metrics = std::make_unique<iceberg::sink_metrics>(topic);
+        state->topic = topic;
         iceberg::sink_metrics* m = state->metrics.get();
         c.on_step = [m, topic](const iceberg::step_result& r) {
             m->on_step(r);
@@ -93,6 +126,7 @@ runtime::task<void> run_iceberg_sinks(shard* sh0) {
     for (auto& s : sinks) {
         runs.push_back(s->sink->run(st));
         runs.push_back(maintenance_loop(s->table.get(), st));
+        runs.push_back(lag_loop(sh0, &s->topic, s->metrics.get(), std::max(ic.commit_interval, std::chrono::milliseconds(500)), st));
     }
     co_await runtime::when_all(std::move(runs));
 }

@@ -210,6 +210,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
         trace.set("outcome", "nothing new");
         i.more_pending = false;
         out.took = std::chrono::steady_clock::now() - t0;
+        if (i.cfg.on_step) i.cfg.on_step(out);
         co_return out;
     }
 
@@ -266,6 +267,7 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
     if (out.rows == 0) {
         trace.set("outcome", "nothing new");
         out.took = std::chrono::steady_clock::now() - t0;
+        if (i.cfg.on_step) i.cfg.on_step(out);
         co_return out;
     }
 

@@ -14,6 +14,7 @@ std::int64_t wall_ms() {
 } // namespace
 
 void sink_metrics::on_step(const step_result& r) {
+    if (!r.next_offsets.empty()) _next = r.next_offsets;
     if (!r.committed) return;
     _last_commit_ms = wall_ms();
     if (r.oldest_timestamp_ms >= 0) _visible_lag_ms = _last_commit_ms - r.oldest_timestamp_ms;
@@ -42,6 +43,9 @@ void sink_metrics::attach(const sink& s) {
     _regs.push_back(reg.gauge_fn("skiff_iceberg_visible_lag_ms",
                                  "At the last commit: how long ago its oldest record was produced (produce to visible).", l,
                                  [self] { return self->_visible_lag_ms; }));
+    _regs.push_back(reg.gauge_fn("skiff_iceberg_lag_offsets",
+                                 "Offsets acknowledged on this broker's partitions but not yet in the table (-1: not known).", l,
+                                 [self] { return self->_lag_offsets; }));
     _regs.push_back(reg.gauge_fn("skiff_iceberg_last_commit_age_ms", "Time since this sink's last commit (-1: none yet).", l,
                                  [self] { return self->_last_commit_ms ? wall_ms() - self->_last_commit_ms : std::int64_t{-1}; }));
 }

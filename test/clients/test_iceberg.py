@@ -368,6 +368,11 @@ def test_serve_sinks_its_topics(t):
     lag = broker.metric_gauge(b, "skiff_iceberg_visible_lag_ms", topic=topic)
     if lag is None or lag < 0:
         raise AssertionError(f"skiff_iceberg_visible_lag_ms {lag}")
+    # Everything acknowledged is in the table: the lag in offsets (high watermarks against the
+    # table's next offsets) comes down to 0 (it is -1 until known).
+    broker.wait_until(lambda: broker.metric_gauge(b, "skiff_iceberg_lag_offsets", topic=topic) == 0, 20,
+                      "skiff_iceberg_lag_offsets to reach 0",
+                      describe=lambda: broker.metric_gauge(b, "skiff_iceberg_lag_offsets", topic=topic))
     # A trace per step: read, upload, commit, with what was committed.
     with urllib.request.urlopen(f"http://127.0.0.1:{b.http_port}/traces?root=iceberg_step&limit=50", timeout=10) as r:
         traces = json.loads(r.read())["traces"]
