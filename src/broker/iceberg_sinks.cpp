@@ -28,10 +28,6 @@ struct sink_state {
     std::string topic;
 };
 
-std::int64_t wall_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // On one core: the high watermarks of `topic`'s partitions open there.
 runtime::task<std::vector<std::pair<std::int32_t, std::int64_t>>> watermarks(shard* sh, const std::string* topic) {
     std::vector<std::pair<std::int32_t, std::int64_t>> out;
@@ -62,36 +58,21 @@ runtime::task<void> lag_loop(shard* sh0, const std::string* topic, iceberg::sink
     }
 }
 
-runtime::task<void> maintenance_loop(iceberg::table_store* table, std::stop_token st) {
-    const iceberg::maintenance_config mc;
-    while (!st.stop_requested()) {
-        auto slept = co_await runtime::sleep(10min, st);
-        if (!slept) break;
-        auto r = co_await iceberg::maintain(*table, mc, wall_ms(), st);
-        if (!r && r.error().code != iceberg::errc::cancelled) {
-            log::warn("iceberg: maintenance of {}: {}", table->location(), r.error().message);
-        }
-    }
-}
-
 } // namespace
 
 runtime::task<void> run_iceberg_sinks(shard* sh0) {
     const auto& cfg = sh0->cfg();
     const auto& ic = cfg.iceberg;
     if (ic.topics.empty()) co_return;
-    std::string warehouse = ic.warehouse.empty() ? "iceberg/" + cfg.ns : ic.warehouse;
-    while (!warehouse.empty() && warehouse.back() == '/') warehouse.pop_back();
-    std::string base = ic.location_base.empty() ? sh0->store->describe() : ic.location_base;
-    while (!base.empty() && base.back() == '/') base.pop_back();
     std::vector<std::unique_ptr<sink_state>> sinks;
     const std::stop_token st = sh0->stop.get_token();
     for (const auto& topic : ic.topics) {
         iceberg::sink_config c;
         c.ns = cfg.ns;
         c.topic = topic;
-        c.table_prefix = warehouse + "/" + topic;
-        c.location = base + "/" + c.table_prefix;
+        const auto place = iceberg::place_table(ic.warehouse, cfg.ns, ic.location_base, sh0->store->describe(), topic);
+        c.table_prefix = place.prefix;
+        c.location = place.location;
         c.partition_by = ic.partition_by;
         auto projections = iceberg::projections_for(ic.projections, topic); // checked at start-up
         if (projections) c.projections = std::move(*projections);
@@ -122,10 +103,11 @@ runtime::task<void> run_iceberg_sinks(shard* sh0) {
         state->metrics->attach(*state->sink);
         sinks.push_back(std::move(state));
     }
+    const iceberg::maintenance_config maintenance; // the defaults (docs/iceberg.md)
     std::vector<runtime::task<void>> runs;
     for (auto& s : sinks) {
         runs.push_back(s->sink->run(st));
-        runs.push_back(maintenance_loop(s->table.get(), st));
+        runs.push_back(iceberg::maintain_every(*s->table, maintenance, 10min, st));
         runs.push_back(lag_loop(sh0, &s->topic, s->metrics.get(), std::max(ic.commit_interval, std::chrono::milliseconds(500)), st));
     }
     co_await runtime::when_all(std::move(runs));

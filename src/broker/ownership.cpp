@@ -233,19 +233,19 @@ runtime::task<void> reload_catalog(shard* sh0, std::int64_t revision) {
 }
 
 // What this broker should claim and release now, by its view: partitions and group slots
-// whose preferred owner differs from where they are (none in motion are counted twice).
+// whose preferred owner differs from where they are, leaving out those already in motion.
+// The pass starts these moves; the skiff_cluster_unsettled gauge counts them.
 struct moves {
     std::vector<part_key> to_claim, to_release;
 };
-moves plan_moves(const shard& sh0, const cluster_runtime& cr, const cluster::view& view) {
-    const cluster::view* v = &view;
-    const auto live = v->live();
+moves plan_moves(const shard& sh0, const cluster_runtime& cr, const cluster::view& v) {
+    const auto live = v.live();
     const std::int32_t self = sh0.cfg().node_id;
     std::vector<part_key> to_claim, to_release;
     auto consider = [&](const std::string& topic, std::int32_t p, std::int32_t desired) {
         part_key k{topic, p};
         if (cr.moving.count(k)) return;
-        const cluster::owner* o = v->owner_of(topic, p);
+        const cluster::owner* o = v.owner_of(topic, p);
         const bool mine = cr.claimed.count(k) > 0;
         if (!o && !mine && desired == self) to_claim.push_back(k);
         if (mine && desired != self && desired >= 0) to_release.push_back(k);
@@ -254,7 +254,7 @@ moves plan_moves(const shard& sh0, const cluster_runtime& cr, const cluster::vie
         if (mine && o && o->broker != self) to_release.push_back(k);
     };
     for (auto& [name, t] : sh0.cat->topics) {
-        for (std::int32_t p = 0; p < t.partitions; ++p) consider(name, p, v->preferred_owner(name, p, live));
+        for (std::int32_t p = 0; p < t.partitions; ++p) consider(name, p, v.preferred_owner(name, p, live));
     }
     for (std::int32_t s = 0; s < cluster::group_slots; ++s) {
         consider(std::string(cluster::groups_topic), s,

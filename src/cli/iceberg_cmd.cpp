@@ -12,7 +12,6 @@
 #include <skiff/metrics/endpoint.hpp>
 #include <skiff/runtime/gate.hpp>
 #include <skiff/iceberg/table_store.hpp>
-#include <skiff/runtime/timer.hpp>
 #include <skiff/runtime/reactor.hpp>
 #include <skiff/runtime/when_all.hpp>
 
@@ -86,21 +85,12 @@ runtime::task<int> maintain_once(iceberg::table_store* table, const iceberg::mai
         std::fprintf(stderr, "skiff: iceberg: maintenance of %s: %s\n", table->location().c_str(), r.error().message.c_str());
         co_return 1;
     }
-    if (r->expired_snapshots || r->deleted_files || r->rewritten_files) {
-        log::info("iceberg: {}: maintenance rewrote {} small files into {}, expired {} snapshots, deleted {} files ({} bytes), "
-                  "kept {} young unreferenced",
-                  table->location(), r->rewritten_files, r->new_files, r->expired_snapshots, r->deleted_files, r->deleted_bytes,
-                  r->kept_young);
-    }
+    if (auto line = iceberg::describe(*r); !line.empty()) log::info("iceberg: {}: maintenance {}", table->location(), line);
     co_return 0;
 }
 
 runtime::task<int> maintenance_loop(iceberg::table_store* table, const iceberg_options* o, std::stop_token st) {
-    while (!st.stop_requested()) {
-        auto slept = co_await runtime::sleep(std::chrono::milliseconds(o->maintenance_interval_ms), st);
-        if (!slept) break;
-        (void)co_await maintain_once(table, &o->maintenance, st);
-    }
+    co_await iceberg::maintain_every(*table, o->maintenance, std::chrono::milliseconds(o->maintenance_interval_ms), st);
     co_return 0;
 }
 
@@ -133,10 +123,6 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
     }
     auto& store = *opened->store;
     const std::string ns = opened->ns;
-    std::string warehouse = o.warehouse.empty() ? "iceberg/" + ns : o.warehouse;
-    while (!warehouse.empty() && warehouse.back() == '/') warehouse.pop_back();
-    std::string base = o.location_base.empty() ? store.describe() : o.location_base;
-    while (!base.empty() && base.back() == '/') base.pop_back();
     // The observability endpoint, when asked for: the same routes as the broker's.
     std::unique_ptr<http::server> http_srv;
     metrics::service obs;
@@ -162,8 +148,9 @@ runtime::task<int> run_iceberg(iceberg_options o, std::stop_token st) {
         iceberg::sink_config c;
         c.ns = ns;
         c.topic = topic;
-        c.table_prefix = warehouse + "/" + topic;
-        c.location = base + "/" + c.table_prefix;
+        const auto place = iceberg::place_table(o.warehouse, ns, o.location_base, store.describe(), topic);
+        c.table_prefix = place.prefix;
+        c.location = place.location;
         c.partition_by = o.partition_by;
         auto projections = iceberg::projections_for(o.projections, topic); // checked before
         if (projections) c.projections = std::move(*projections);

@@ -3,6 +3,7 @@
 
 #include <skiff/core/log.hpp>
 #include <skiff/iceberg/manifest.hpp>
+#include <skiff/runtime/timer.hpp>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,28 @@ std::optional<std::int64_t> file_time_ms(std::string_view key) {
         return leading_ms(rest);
     }
     return leading_ms(name);
+}
+
+std::string describe(const maintenance_result& r) {
+    if (!r.expired_snapshots && !r.deleted_files && !r.rewritten_files) return {};
+    return fmt::format("rewrote {} small files into {}, expired {} snapshots, deleted {} files ({} bytes), kept {} young "
+                       "unreferenced",
+                       r.rewritten_files, r.new_files, r.expired_snapshots, r.deleted_files, r.deleted_bytes, r.kept_young);
+}
+
+runtime::task<void> maintain_every(table_store& table, const maintenance_config& cfg, std::chrono::milliseconds every,
+                                   std::stop_token st) {
+    while (!st.stop_requested()) {
+        auto slept = co_await runtime::sleep(every, st);
+        if (!slept) break;
+        const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+        auto r = co_await maintain(table, cfg, now.count(), st);
+        if (!r) {
+            if (r.error().code != errc::cancelled) log::warn("iceberg: maintenance of {}: {}", table.location(), r.error().message);
+            continue;
+        }
+        if (auto line = describe(*r); !line.empty()) log::info("iceberg: {}: maintenance {}", table.location(), line);
+    }
 }
 
 runtime::task<result<maintenance_result, iceberg_error>> maintain(table_store& table, const maintenance_config& cfg,

@@ -87,6 +87,18 @@ result<std::map<std::int32_t, std::int64_t>, iceberg_error> parse_next_offsets(c
     return out;
 }
 
+table_place place_table(std::string_view warehouse, std::string_view ns, std::string_view base, std::string_view store_uri,
+                        std::string_view topic) {
+    auto trimmed = [](std::string_view x) {
+        while (!x.empty() && x.back() == '/') x.remove_suffix(1);
+        return std::string(x);
+    };
+    table_place out;
+    out.prefix = (warehouse.empty() ? "iceberg/" + std::string(ns) : trimmed(warehouse)) + "/" + std::string(topic);
+    out.location = trimmed(base.empty() ? store_uri : base) + "/" + out.prefix;
+    return out;
+}
+
 std::string format_next_offsets(const std::map<std::int32_t, std::int64_t>& offsets) {
     json j = json::object();
     for (auto& [p, o] : offsets) j[std::to_string(p)] = o;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <stop_token>
+#include <string>
 #include <string_view>
 
 namespace skiff::iceberg {
@@ -53,6 +54,13 @@ struct maintenance_result {
 // Rewrites small files, expires, then deletes orphans. `now_ms`: wall clock in ms (a parameter for tests).
 runtime::task<result<maintenance_result, iceberg_error>> maintain(table_store& table, const maintenance_config& cfg,
                                                                    std::int64_t now_ms, std::stop_token st);
+
+// maintain() every `every` until `st` fires, with the wall clock; results and failures are
+// logged (a failed pass is retried at the next one).
+runtime::task<void> maintain_every(table_store& table, const maintenance_config& cfg, std::chrono::milliseconds every,
+                                   std::stop_token st);
+// One line for the log when a pass changed anything ("" otherwise).
+std::string describe(const maintenance_result& r);
 
 // Only the rewrite (maintain runs it first).
 runtime::task<result<maintenance_result, iceberg_error>> rewrite_small_files(table_store& table, const maintenance_config& cfg,

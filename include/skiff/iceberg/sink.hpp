@@ -107,6 +107,15 @@ private:
     std::unique_ptr<impl> _impl;
 };
 
+// Where a topic's table lives: key prefix `<warehouse>/<topic>` (warehouse default
+// "iceberg/<ns>") and the URI `<base>/<prefix>` engines read (base default: the store's own,
+// `store_uri`). Trailing slashes of warehouse and base are ignored.
+struct table_place {
+    std::string prefix, location;
+};
+table_place place_table(std::string_view warehouse, std::string_view ns, std::string_view base, std::string_view store_uri,
+                        std::string_view topic);
+
 // "skiff.next-offsets" of a snapshot summary ({"0":123,...}); empty when absent, an error when
 // it does not parse.
 result<std::map<std::int32_t, std::int64_t>, iceberg_error> parse_next_offsets(const std::map<std::string, std::string>& summary);

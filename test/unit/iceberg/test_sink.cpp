@@ -375,3 +375,12 @@ TEST_CASE("the sink's and maintenance's requests take permits of the S3 budget",
     CHECK(budget.stats().acquired > after_step);
     CHECK(rows_in_table(t) == std::map<std::int32_t, std::int64_t>{{0, 6}, {1, 6}});
 }
+
+TEST_CASE("a topic's table lives at <warehouse>/<topic>, under the store's URI or the given base", "[iceberg][sink]") {
+    auto p = place_table("", "prod", "", "s3://bucket/", "orders");
+    CHECK(p.prefix == "iceberg/prod/orders");
+    CHECK(p.location == "s3://bucket/iceberg/prod/orders");
+    auto q = place_table("lake/", "prod", "s3a://bucket//", "s3://bucket/", "orders");
+    CHECK(q.prefix == "lake/orders");
+    CHECK(q.location == "s3a://bucket/lake/orders");
+}
