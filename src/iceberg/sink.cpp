@@ -112,7 +112,6 @@ struct sink::impl {
     reader::topic_discovery discovery;
     sink_stats stats;
     std::uint64_t attempts = 0;
-    bool more_pending = false; // the last step stopped at commit_bytes
 
     impl(storage::object_store& s, sink_config c)
         : store(s), cfg(std::move(c)), table(s, cfg.table_prefix, cfg.location), discovery(s, cfg.ns, cfg.topic) {
@@ -220,7 +219,6 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
     out.next_offsets = next;
     if (planned.empty()) {
         trace.set("outcome", "nothing new");
-        i.more_pending = false;
         out.took = std::chrono::steady_clock::now() - t0;
         if (i.cfg.on_step) i.cfg.on_step(out);
         co_return out;
@@ -272,7 +270,6 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
         read_span.set("rows", out.rows);
         read_span.set("record_bytes", static_cast<std::int64_t>(builder->pending_bytes()));
     }
-    i.more_pending = cut;
     out.more = cut;
     out.record_bytes = static_cast<std::int64_t>(builder->pending_bytes());
     out.dead_letters = builder->dead_letters();
@@ -384,7 +381,6 @@ runtime::task<result<step_result, iceberg_error>> sink::step(std::stop_token st)
                     out.committed = false;
                     out.version = t.version;
                     out.next_offsets = table_next;
-                    i.more_pending = true;
                     out.more = true;
                     out.took = std::chrono::steady_clock::now() - t0;
                     if (i.cfg.on_step) i.cfg.on_step(out);
@@ -508,9 +504,8 @@ runtime::task<void> sink::run(std::stop_token st) {
             if (r.error().code == errc::cancelled && st.stop_requested()) break;
             ++i.stats.failures;
             log::warn("iceberg: step for topic {} failed: {}", i.cfg.topic, r.error().message);
-            i.more_pending = false;
         }
-        if (i.more_pending) continue;
+        if (r && r->more) continue; // stopped at commit_bytes, or yielded to another writer
         auto slept = co_await runtime::sleep(i.cfg.commit_interval, st);
         if (!slept) break;
     }
